@@ -1,0 +1,3 @@
+module github.com/surgekit/surge
+
+go 1.26
