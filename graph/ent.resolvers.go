@@ -7,25 +7,45 @@ package graph
 
 import (
 	"context"
-	"fmt"
 
 	"entgo.io/contrib/entgql"
 	"github.com/surgekit/surge/ent"
+	"github.com/surgekit/surge/internal/apperr"
 )
 
 // Node is the resolver for the node field.
 func (r *queryResolver) Node(ctx context.Context, id int) (ent.Noder, error) {
-	panic(fmt.Errorf("not implemented: Node - node"))
+	n, err := r.DB.Noder(ctx, id, nodeOptions(id)...)
+	if ent.IsNotFound(err) || (err == nil && !visible(ctx, n)) {
+		return nil, nil
+	}
+	return n, err
 }
 
 // Nodes is the resolver for the nodes field.
 func (r *queryResolver) Nodes(ctx context.Context, ids []int) ([]ent.Noder, error) {
-	panic(fmt.Errorf("not implemented: Nodes - nodes"))
+	if len(ids) > MaxNodeIDs {
+		return nil, apperr.Invalid("ids", "at most %d ids per call", MaxNodeIDs)
+	}
+	out := make([]ent.Noder, len(ids))
+	for i, id := range ids {
+		n, err := r.Node(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = n
+	}
+	return out, nil
 }
 
 // Shops is the resolver for the shops field.
 func (r *queryResolver) Shops(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy []*ent.ShopOrder, where *ent.ShopWhereInput) (*ent.ShopConnection, error) {
-	panic(fmt.Errorf("not implemented: Shops - shops"))
+	first, last, err := pageArgs(first, last)
+	if err != nil {
+		return nil, err
+	}
+	return r.DB.Shop.Query().Paginate(ctx, after, first, before, last,
+		ent.WithShopOrder(orderBy), ent.WithShopFilter(where.Filter))
 }
 
 // Query returns QueryResolver implementation.

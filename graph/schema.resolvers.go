@@ -7,71 +7,130 @@ package graph
 
 import (
 	"context"
-	"fmt"
 
 	"entgo.io/contrib/entgql"
 	"github.com/surgekit/surge/ent"
+	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/internal/auth"
+	"github.com/surgekit/surge/internal/catalog"
 	"github.com/surgekit/surge/graph/model"
 )
 
 // SendLoginCode is the resolver for the sendLoginCode field.
 func (r *mutationResolver) SendLoginCode(ctx context.Context, phone string) (*model.SendLoginCodePayload, error) {
-	panic(fmt.Errorf("not implemented: SendLoginCode - sendLoginCode"))
+	sent, err := r.Auth.SendCode(ctx, phone)
+	if err != nil {
+		return nil, err
+	}
+	out := &model.SendLoginCodePayload{
+		Phone:      phone,
+		ExpiresIn:  int(sent.ExpiresIn.Seconds()),
+		RetryAfter: int(sent.RetryAfter.Seconds()),
+	}
+	if sent.DevCode != "" {
+		out.DevCode = &sent.DevCode
+	}
+	return out, nil
 }
 
 // Login is the resolver for the login field.
 func (r *mutationResolver) Login(ctx context.Context, phone string, code string) (*model.LoginPayload, error) {
-	panic(fmt.Errorf("not implemented: Login - login"))
+	token, u, err := r.Auth.Login(ctx, phone, code)
+	if err != nil {
+		return nil, err
+	}
+	return &model.LoginPayload{Token: token, ExpiresIn: int(r.Auth.Options().SessionTTL.Seconds()), User: u}, nil
 }
 
 // Logout is the resolver for the logout field.
 func (r *mutationResolver) Logout(ctx context.Context) (bool, error) {
-	panic(fmt.Errorf("not implemented: Logout - logout"))
+	return r.Auth.Logout(ctx, auth.TokenFromContext(ctx))
 }
 
 // CreateShop is the resolver for the createShop field.
 func (r *mutationResolver) CreateShop(ctx context.Context, input ent.CreateShopInput) (*ent.Shop, error) {
-	panic(fmt.Errorf("not implemented: CreateShop - createShop"))
+	if _, err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	return r.Catalog.CreateShop(ctx, input)
 }
 
 // UpdateShop is the resolver for the updateShop field.
 func (r *mutationResolver) UpdateShop(ctx context.Context, id int, input ent.UpdateShopInput) (*ent.Shop, error) {
-	panic(fmt.Errorf("not implemented: UpdateShop - updateShop"))
+	if _, err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	return r.Catalog.UpdateShop(ctx, id, input)
 }
 
 // CreateVoucher is the resolver for the createVoucher field.
 func (r *mutationResolver) CreateVoucher(ctx context.Context, input model.CreateVoucherInput) (*ent.Voucher, error) {
-	panic(fmt.Errorf("not implemented: CreateVoucher - createVoucher"))
+	if _, err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	in := catalog.VoucherInput{
+		ShopID: input.ShopID, Title: input.Title,
+		PayValue: int64(input.PayValue), ActualValue: int64(input.ActualValue),
+		Kind: input.Kind, Stock: input.Stock, BeginAt: input.BeginAt, EndAt: input.EndAt,
+	}
+	if input.Subtitle != nil {
+		in.Subtitle = *input.Subtitle
+	}
+	if input.Rules != nil {
+		in.Rules = *input.Rules
+	}
+	if input.Status != nil {
+		in.Status = *input.Status
+	}
+	return r.Catalog.CreateVoucher(ctx, in)
 }
 
 // Shop is the resolver for the shop field.
 func (r *queryResolver) Shop(ctx context.Context, id int) (*ent.Shop, error) {
-	panic(fmt.Errorf("not implemented: Shop - shop"))
+	return r.Catalog.Shop(ctx, id)
 }
 
 // ShopTypes is the resolver for the shopTypes field.
 func (r *queryResolver) ShopTypes(ctx context.Context) ([]*ent.ShopType, error) {
-	panic(fmt.Errorf("not implemented: ShopTypes - shopTypes"))
+	return r.Catalog.ShopTypes(ctx)
 }
 
 // Voucher is the resolver for the voucher field.
 func (r *queryResolver) Voucher(ctx context.Context, id int) (*ent.Voucher, error) {
-	panic(fmt.Errorf("not implemented: Voucher - voucher"))
+	return r.Catalog.Voucher(ctx, id)
 }
 
 // Vouchers is the resolver for the vouchers field.
 func (r *queryResolver) Vouchers(ctx context.Context, shopID int) ([]*ent.Voucher, error) {
-	panic(fmt.Errorf("not implemented: Vouchers - vouchers"))
+	return r.Catalog.ShopVouchers(ctx, shopID)
 }
 
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*ent.User, error) {
-	panic(fmt.Errorf("not implemented: Me - me"))
+	s := auth.FromContext(ctx)
+	if s == nil {
+		return nil, nil
+	}
+	u, err := r.DB.User.Get(ctx, s.UserID)
+	if ent.IsNotFound(err) {
+		return nil, nil
+	}
+	return u, err
 }
 
 // MyOrders is the resolver for the myOrders field.
 func (r *queryResolver) MyOrders(ctx context.Context, first *int, after *entgql.Cursor[int]) (*ent.SeckillOrderConnection, error) {
-	panic(fmt.Errorf("not implemented: MyOrders - myOrders"))
+	s, err := requireUser(ctx)
+	if err != nil {
+		return nil, err
+	}
+	first, _, err = pageArgs(first, nil)
+	if err != nil {
+		return nil, err
+	}
+	newestFirst := &ent.SeckillOrderOrder{Direction: entgql.OrderDirectionDesc, Field: ent.SeckillOrderOrderFieldCreatedAt}
+	return r.DB.SeckillOrder.Query().Where(seckillorder.UserID(s.UserID)).
+		Paginate(ctx, after, first, nil, nil, ent.WithSeckillOrderOrder(newestFirst))
 }
 
 // Mutation returns MutationResolver implementation.

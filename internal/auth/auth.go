@@ -1,0 +1,334 @@
+// Package auth implements phone-code login with sessions in Redis, in the shape of the
+// well-known Redis session design: a short-lived code per phone with a wrong-try limit, send
+// rate limits, and an opaque random token whose session hash slides on every request.
+//
+// Redis keys (the phone is the hash tag, so each script's keys share a Cluster slot):
+//
+//	login:code:{<phone>}       hash {code, tries}, TTL CodeTTL
+//	login:send:{<phone>}:gap   send cooldown marker, TTL SendInterval
+//	login:send:{<phone>}:day   sends in the current window, TTL SendWindow
+//	login:token:<sha256(token)> session hash {id, phone, nickname, icon, role}, TTL SessionTTL
+//
+// The token itself is never stored: a Redis dump does not hand out live sessions.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/ent"
+	"github.com/surgekit/surge/ent/schema"
+	"github.com/surgekit/surge/ent/user"
+	"github.com/surgekit/surge/internal/apperr"
+	"github.com/surgekit/surge/lua"
+)
+
+// CodeSender delivers a login code to a phone (SMS in a real deployment).
+type CodeSender interface {
+	Send(ctx context.Context, phone, code string) error
+}
+
+// LogSender is the default CodeSender: it writes the code to the log.
+type LogSender struct{ Logger *slog.Logger }
+
+func (s LogSender) Send(_ context.Context, phone, code string) error {
+	l := s.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Info("login code", "phone", MaskPhone(phone), "code", code)
+	return nil
+}
+
+// Options tunes the limits. Zero values take the documented defaults.
+type Options struct {
+	CodeTTL      time.Duration // how long a code is valid (2 min)
+	MaxTries     int           // wrong tries before a code locks (5)
+	SendInterval time.Duration // minimum gap between sends to one phone (60 s)
+	SendWindow   time.Duration // window of the daily send limit (24 h)
+	SendsPerDay  int           // sends per phone per window (10)
+	SessionTTL   time.Duration // idle time after which a session ends (30 min)
+	AdminPhones  []string      // phones that get role ADMIN at login
+	DevMode      bool          // expose codes in SendCode's result (never in production)
+	Sender       CodeSender    // LogSender by default
+}
+
+func (o *Options) setDefaults() {
+	if o.CodeTTL <= 0 {
+		o.CodeTTL = 2 * time.Minute
+	}
+	if o.MaxTries <= 0 {
+		o.MaxTries = 5
+	}
+	if o.SendInterval <= 0 {
+		o.SendInterval = 60 * time.Second
+	}
+	if o.SendWindow <= 0 {
+		o.SendWindow = 24 * time.Hour
+	}
+	if o.SendsPerDay <= 0 {
+		o.SendsPerDay = 10
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 30 * time.Minute
+	}
+	if o.Sender == nil {
+		o.Sender = LogSender{}
+	}
+}
+
+// Service issues codes, logs users in and resolves tokens to sessions.
+type Service struct {
+	rdb    redis.UniversalClient
+	db     *ent.Client
+	opts   Options
+	admins map[string]bool
+}
+
+// New returns a Service. rdb may be a single node or a Cluster client.
+func New(rdb redis.UniversalClient, db *ent.Client, opts Options) *Service {
+	opts.setDefaults()
+	admins := make(map[string]bool, len(opts.AdminPhones))
+	for _, p := range opts.AdminPhones {
+		admins[strings.TrimSpace(p)] = true
+	}
+	return &Service{rdb: rdb, db: db, opts: opts, admins: admins}
+}
+
+// Options returns the effective options (defaults filled in).
+func (s *Service) Options() Options { return s.opts }
+
+// SentCode is the result of SendCode.
+type SentCode struct {
+	ExpiresIn  time.Duration
+	RetryAfter time.Duration
+	DevCode    string // set in dev mode only
+}
+
+// ValidatePhone rejects anything that is not a mainland-China mobile number.
+func ValidatePhone(phone string) error {
+	if !schema.PhonePattern.MatchString(phone) {
+		return apperr.Invalid("phone", "invalid phone number: expected 11 digits like 13812345678")
+	}
+	return nil
+}
+
+// SendCode creates a code for phone and hands it to the CodeSender.
+func (s *Service) SendCode(ctx context.Context, phone string) (*SentCode, error) {
+	if err := ValidatePhone(phone); err != nil {
+		return nil, err
+	}
+	code, err := randomCode()
+	if err != nil {
+		return nil, err
+	}
+	keys := []string{codeKey(phone), gapKey(phone), dayKey(phone)}
+	res, err := lua.LoginSendCode.Run(ctx, s.rdb, keys, code,
+		s.opts.CodeTTL.Milliseconds(), s.opts.SendInterval.Milliseconds(),
+		s.opts.SendsPerDay, s.opts.SendWindow.Milliseconds()).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("auth: storing login code: %w", err)
+	}
+	switch res[0] {
+	case -1:
+		return nil, rateLimited("a code was sent to this phone recently", time.Duration(res[1])*time.Millisecond)
+	case -2:
+		return nil, rateLimited(fmt.Sprintf("at most %d codes per phone per %s", s.opts.SendsPerDay, s.opts.SendWindow), time.Duration(res[1])*time.Millisecond)
+	}
+	if err := s.opts.Sender.Send(ctx, phone, code); err != nil {
+		// Give the cooldown back so the user can retry at once; the daily count stays spent.
+		s.rdb.Del(context.WithoutCancel(ctx), gapKey(phone), codeKey(phone))
+		return nil, fmt.Errorf("auth: sending login code: %w", err)
+	}
+	out := &SentCode{ExpiresIn: s.opts.CodeTTL, RetryAfter: s.opts.SendInterval}
+	if s.opts.DevMode {
+		out.DevCode = code
+	}
+	return out, nil
+}
+
+func rateLimited(why string, retry time.Duration) error {
+	secs := int((retry + time.Second - 1) / time.Second)
+	return apperr.New(apperr.RateLimited, "%s; retry in %d s", why, secs)
+}
+
+// Login checks the code and returns a new session token for the (possibly new) user.
+func (s *Service) Login(ctx context.Context, phone, code string) (string, *ent.User, error) {
+	if err := ValidatePhone(phone); err != nil {
+		return "", nil, err
+	}
+	if len(code) != 6 || strings.Trim(code, "0123456789") != "" {
+		return "", nil, apperr.Invalid("code", "invalid code: expected 6 digits")
+	}
+	res, err := lua.LoginVerifyCode.Run(ctx, s.rdb, []string{codeKey(phone)}, code, s.opts.MaxTries).Int64()
+	if err != nil {
+		return "", nil, fmt.Errorf("auth: checking login code: %w", err)
+	}
+	switch res {
+	case 0:
+		return "", nil, apperr.Invalid("code", "wrong code")
+	case -1:
+		return "", nil, apperr.Invalid("code", "no valid code for this phone: request a new one")
+	case -2:
+		return "", nil, apperr.Invalid("code", "too many wrong tries: request a new code")
+	}
+	u, err := s.upsertUser(ctx, phone)
+	if err != nil {
+		return "", nil, err
+	}
+	token, err := randomToken()
+	if err != nil {
+		return "", nil, err
+	}
+	key := sessionKey(token)
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, key, map[string]any{
+			"id": u.ID, "phone": u.Phone, "nickname": u.Nickname, "icon": u.Icon, "role": string(u.Role),
+		})
+		p.PExpire(ctx, key, s.opts.SessionTTL)
+		return nil
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("auth: storing session: %w", err)
+	}
+	return token, u, nil
+}
+
+// upsertUser finds or creates the user and applies the configured role.
+func (s *Service) upsertUser(ctx context.Context, phone string) (*ent.User, error) {
+	role := user.RoleUSER
+	if s.admins[phone] {
+		role = user.RoleADMIN
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		u, err := s.db.User.Query().Where(user.Phone(phone)).Only(ctx)
+		switch {
+		case err == nil:
+			if u.Role != role {
+				return u.Update().SetRole(role).Save(ctx)
+			}
+			return u, nil
+		case !ent.IsNotFound(err):
+			return nil, fmt.Errorf("auth: loading user: %w", err)
+		}
+		u, err = s.db.User.Create().SetPhone(phone).SetNickname(defaultNickname()).SetRole(role).Save(ctx)
+		if err == nil {
+			return u, nil
+		}
+		if !ent.IsConstraintError(err) {
+			return nil, fmt.Errorf("auth: creating user: %w", err)
+		}
+		// A concurrent first login created the user; read it back.
+	}
+	return nil, errors.New("auth: user upsert did not converge")
+}
+
+// Session is the user snapshot stored under a token.
+type Session struct {
+	UserID   int
+	Phone    string
+	Nickname string
+	Icon     string
+	Role     user.Role
+}
+
+// IsAdmin reports whether the session's user has role ADMIN.
+func (s *Session) IsAdmin() bool { return s.Role == user.RoleADMIN }
+
+// Authenticate resolves a token to its session and slides the session's TTL.
+// It returns (nil, nil) when the token is unknown or expired.
+func (s *Service) Authenticate(ctx context.Context, token string) (*Session, error) {
+	if !plausibleToken(token) {
+		return nil, nil
+	}
+	key := sessionKey(token)
+	var get *redis.MapStringStringCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.HGetAll(ctx, key)
+		p.PExpire(ctx, key, s.opts.SessionTTL)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("auth: loading session: %w", err)
+	}
+	m := get.Val()
+	id, err := strconv.Atoi(m["id"])
+	if len(m) == 0 || err != nil {
+		return nil, nil
+	}
+	return &Session{UserID: id, Phone: m["phone"], Nickname: m["nickname"], Icon: m["icon"], Role: user.Role(m["role"])}, nil
+}
+
+// Logout ends the session of token. It reports whether a session existed.
+func (s *Service) Logout(ctx context.Context, token string) (bool, error) {
+	if !plausibleToken(token) {
+		return false, nil
+	}
+	n, err := s.rdb.Del(ctx, sessionKey(token)).Result()
+	if err != nil {
+		return false, fmt.Errorf("auth: deleting session: %w", err)
+	}
+	return n > 0, nil
+}
+
+// SessionTTL returns the remaining lifetime of token's session (for tests and diagnostics).
+func (s *Service) SessionTTL(ctx context.Context, token string) (time.Duration, error) {
+	return s.rdb.PTTL(ctx, sessionKey(token)).Result()
+}
+
+func codeKey(phone string) string { return "login:code:{" + phone + "}" }
+func gapKey(phone string) string  { return "login:send:{" + phone + "}:gap" }
+func dayKey(phone string) string  { return "login:send:{" + phone + "}:day" }
+func sessionKey(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "login:token:" + hex.EncodeToString(sum[:])
+}
+
+const tokenBytes = 32 // 256 bits of randomness
+
+func randomToken() (string, error) {
+	b := make([]byte, tokenBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("auth: random token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// plausibleToken filters out garbage before it reaches Redis.
+func plausibleToken(t string) bool {
+	return len(t) == base64.RawURLEncoding.EncodedLen(tokenBytes) && strings.Trim(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") == ""
+}
+
+func randomCode() (string, error) {
+	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
+	if err != nil {
+		return "", fmt.Errorf("auth: random code: %w", err)
+	}
+	return fmt.Sprintf("%06d", n.Int64()), nil
+}
+
+func defaultNickname() string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return "user_" + hex.EncodeToString(b)
+}
+
+// MaskPhone hides the middle digits of a phone for logs: 138****5678.
+func MaskPhone(p string) string {
+	if len(p) != 11 {
+		return "***"
+	}
+	return p[:3] + "****" + p[7:]
+}

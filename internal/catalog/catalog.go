@@ -1,0 +1,210 @@
+// Package catalog holds the rules for shops, shop types and vouchers: validation that gives
+// clear errors before anything is written, and the reads the API serves.
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/surgekit/surge/ent"
+	"github.com/surgekit/surge/ent/shop"
+	"github.com/surgekit/surge/ent/shoptype"
+	"github.com/surgekit/surge/ent/voucher"
+	"github.com/surgekit/surge/internal/apperr"
+)
+
+// Service reads and writes the catalog through ent.
+type Service struct {
+	db *ent.Client
+	// OnShopChanged runs after a shop update commits (cache invalidation hooks in here).
+	OnShopChanged func(ctx context.Context, shopID int)
+}
+
+// New returns a catalog Service.
+func New(db *ent.Client) *Service { return &Service{db: db} }
+
+// Shop returns a shop, or (nil, nil) when there is none.
+func (s *Service) Shop(ctx context.Context, id int) (*ent.Shop, error) {
+	sh, err := s.db.Shop.Get(ctx, id)
+	if ent.IsNotFound(err) {
+		return nil, nil
+	}
+	return sh, err
+}
+
+// ShopTypes lists every shop type in display order.
+func (s *Service) ShopTypes(ctx context.Context) ([]*ent.ShopType, error) {
+	return s.db.ShopType.Query().Order(ent.Asc(shoptype.FieldSort), ent.Asc(shoptype.FieldID)).All(ctx)
+}
+
+// Voucher returns a voucher, or (nil, nil) when there is none.
+func (s *Service) Voucher(ctx context.Context, id int) (*ent.Voucher, error) {
+	v, err := s.db.Voucher.Get(ctx, id)
+	if ent.IsNotFound(err) {
+		return nil, nil
+	}
+	return v, err
+}
+
+// ShopVouchers lists the active vouchers of a shop; an unknown shop is NOT_FOUND.
+func (s *Service) ShopVouchers(ctx context.Context, shopID int) ([]*ent.Voucher, error) {
+	ok, err := s.db.Shop.Query().Where(shop.ID(shopID)).Exist(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, apperr.New(apperr.NotFound, "shop %d not found", shopID)
+	}
+	return s.db.Voucher.Query().
+		Where(voucher.ShopID(shopID), voucher.StatusEQ(voucher.StatusACTIVE)).
+		Order(ent.Asc(voucher.FieldID)).All(ctx)
+}
+
+// CreateShop validates and inserts a shop.
+func (s *Service) CreateShop(ctx context.Context, in ent.CreateShopInput) (*ent.Shop, error) {
+	in.Name = strings.TrimSpace(in.Name)
+	if in.Name == "" {
+		return nil, apperr.Invalid("name", "name must not be empty")
+	}
+	if err := s.checkShopType(ctx, in.TypeID); err != nil {
+		return nil, err
+	}
+	sh, err := s.db.Shop.Create().SetInput(in).Save(ctx)
+	return sh, FromEnt(err)
+}
+
+// UpdateShop validates and applies a partial update; an unknown shop is NOT_FOUND.
+func (s *Service) UpdateShop(ctx context.Context, id int, in ent.UpdateShopInput) (*ent.Shop, error) {
+	if in.Name != nil {
+		name := strings.TrimSpace(*in.Name)
+		if name == "" {
+			return nil, apperr.Invalid("name", "name must not be empty")
+		}
+		in.Name = &name
+	}
+	if in.TypeID != nil {
+		if err := s.checkShopType(ctx, *in.TypeID); err != nil {
+			return nil, err
+		}
+	}
+	sh, err := s.db.Shop.UpdateOneID(id).SetInput(in).Save(ctx)
+	if ent.IsNotFound(err) {
+		return nil, apperr.New(apperr.NotFound, "shop %d not found", id)
+	}
+	if err != nil {
+		return nil, FromEnt(err)
+	}
+	if s.OnShopChanged != nil {
+		s.OnShopChanged(ctx, id)
+	}
+	return sh, nil
+}
+
+func (s *Service) checkShopType(ctx context.Context, id int) error {
+	ok, err := s.db.ShopType.Query().Where(shoptype.ID(id)).Exist(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return apperr.Invalid("typeID", "shop type %d does not exist", id)
+	}
+	return nil
+}
+
+// VoucherInput is what createVoucher accepts. Money is in cents.
+type VoucherInput struct {
+	ShopID      int
+	Title       string
+	Subtitle    string
+	Rules       string
+	PayValue    int64
+	ActualValue int64
+	Kind        voucher.Kind
+	Status      voucher.Status
+	Stock       *int
+	BeginAt     *time.Time
+	EndAt       *time.Time
+}
+
+// MaxStock bounds a seckill stock to something a sale can plausibly hold.
+const MaxStock = 100_000_000
+
+// Validate checks the input without touching the database.
+func (in *VoucherInput) Validate() error {
+	in.Title = strings.TrimSpace(in.Title)
+	switch {
+	case in.Title == "":
+		return apperr.Invalid("title", "title must not be empty")
+	case in.PayValue < 0:
+		return apperr.Invalid("payValue", "payValue must be >= 0 (cents)")
+	case in.ActualValue < 0:
+		return apperr.Invalid("actualValue", "actualValue must be >= 0 (cents)")
+	}
+	if in.Status == "" {
+		in.Status = voucher.StatusACTIVE
+	}
+	if err := voucher.StatusValidator(in.Status); err != nil {
+		return apperr.Invalid("status", "invalid status %q", in.Status)
+	}
+	switch in.Kind {
+	case voucher.KindNORMAL:
+		if in.Stock != nil || in.BeginAt != nil || in.EndAt != nil {
+			return apperr.Invalid("kind", "a NORMAL voucher takes no stock, beginAt or endAt")
+		}
+	case voucher.KindSECKILL:
+		switch {
+		case in.Stock == nil:
+			return apperr.Invalid("stock", "a SECKILL voucher needs a stock")
+		case *in.Stock < 0:
+			return apperr.Invalid("stock", "stock must be >= 0, got %d", *in.Stock)
+		case *in.Stock > MaxStock:
+			return apperr.Invalid("stock", "stock must be <= %d", MaxStock)
+		case in.BeginAt == nil || in.EndAt == nil:
+			return apperr.Invalid("beginAt", "a SECKILL voucher needs beginAt and endAt")
+		case !in.BeginAt.Before(*in.EndAt):
+			return apperr.Invalid("endAt", "endAt must be after beginAt")
+		}
+	default:
+		return apperr.Invalid("kind", "invalid kind %q", in.Kind)
+	}
+	return nil
+}
+
+// CreateVoucher validates and inserts a voucher.
+func (s *Service) CreateVoucher(ctx context.Context, in VoucherInput) (*ent.Voucher, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	ok, err := s.db.Shop.Query().Where(shop.ID(in.ShopID)).Exist(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, apperr.Invalid("shopID", "shop %d does not exist", in.ShopID)
+	}
+	v, err := s.db.Voucher.Create().
+		SetShopID(in.ShopID).SetTitle(in.Title).SetSubtitle(in.Subtitle).SetRules(in.Rules).
+		SetPayValue(in.PayValue).SetActualValue(in.ActualValue).
+		SetKind(in.Kind).SetStatus(in.Status).
+		SetNillableStock(in.Stock).SetNillableBeginAt(in.BeginAt).SetNillableEndAt(in.EndAt).
+		Save(ctx)
+	return v, FromEnt(err)
+}
+
+// FromEnt turns ent's validation and constraint errors into client errors that do not leak
+// SQL; other errors pass through unchanged.
+func FromEnt(err error) error {
+	var ve *ent.ValidationError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ve):
+		return apperr.Invalid(ve.Name, "invalid %s: %s", ve.Name, strings.TrimPrefix(errors.Unwrap(ve).Error(), "ent: "))
+	case ent.IsConstraintError(err):
+		return apperr.New(apperr.BadUserInput, "the change conflicts with existing data")
+	}
+	return fmt.Errorf("catalog: %w", err)
+}

@@ -1,0 +1,60 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics counts GraphQL operations by name, type and outcome, and their latency.
+type metrics struct {
+	ops      *prometheus.CounterVec
+	errors   *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "surge_graphql_operations_total", Help: "GraphQL operations by type and outcome (operation names are client-chosen, so not a label).",
+		}, []string{"type", "outcome"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "surge_graphql_errors_total", Help: "GraphQL errors by extensions.code.",
+		}, []string{"code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "surge_graphql_duration_seconds", Help: "GraphQL operation latency.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"type"}),
+	}
+	reg.MustRegister(m.ops, m.errors, m.duration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) aroundResponses(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	start := time.Now()
+	resp := next(ctx)
+	typ := "unknown"
+	if graphql.HasOperationContext(ctx) {
+		if op := graphql.GetOperationContext(ctx); op.Operation != nil {
+			typ = string(op.Operation.Operation)
+		}
+	}
+	outcome := "ok"
+	if resp != nil && len(resp.Errors) > 0 {
+		outcome = "error"
+		for _, e := range resp.Errors {
+			code, _ := e.Extensions["code"].(string)
+			if code == "" {
+				code = "UNKNOWN"
+			}
+			m.errors.WithLabelValues(code).Inc()
+		}
+	}
+	m.ops.WithLabelValues(typ, outcome).Inc()
+	m.duration.WithLabelValues(typ).Observe(time.Since(start).Seconds())
+	return resp
+}

@@ -1,0 +1,28 @@
+// Package lua holds every Redis script of the project, one file per concern, embedded at build
+// time. Each script's keys arrive in KEYS (never built inside the script) and share one hash
+// tag, so the scripts run unchanged on Redis Cluster.
+package lua
+
+import (
+	"embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed *.lua
+var files embed.FS
+
+func load(name string) *redis.Script {
+	src, err := files.ReadFile(name)
+	if err != nil {
+		panic("lua: missing embedded script " + name)
+	}
+	return redis.NewScript(string(src))
+}
+
+var (
+	// LoginSendCode stores a fresh login code if the phone's send limits allow it.
+	LoginSendCode = load("login_send_code.lua")
+	// LoginVerifyCode checks a login code, counting wrong tries and burning the code on success.
+	LoginVerifyCode = load("login_verify_code.lua")
+)
