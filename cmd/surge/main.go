@@ -1,0 +1,116 @@
+// Command surge runs the flash-sale GraphQL server and its tools.
+//
+//	surge [serve] [flags]   run the server (the default subcommand)
+//
+// With no configuration it runs on the embedded default: in-process Redis and a SQLite file
+// in ./data, demo data seeded, dev mode. See README.md for every variable and flag.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/surgekit/surge/internal/app"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	slog.SetDefault(log)
+	args := os.Args[1:]
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		err = serve(args, log)
+	case "help":
+		usage()
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "surge: unknown command %q\n\n", cmd)
+		usage()
+		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		log.Error("surge failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage: surge [serve] [flags]
+
+  serve   run the GraphQL server (default); "surge serve -h" lists the flags`)
+}
+
+func serve(args []string, log *slog.Logger) error {
+	start := time.Now()
+	cfg, err := app.ParseConfig(args, nil)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	a, err := app.New(ctx, cfg, app.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
+	}
+	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	store := "MySQL"
+	if cfg.MySQLDSN == "" {
+		store = "SQLite " + cfg.DataDir
+	}
+	redisDesc := "embedded Redis"
+	if len(cfg.RedisAddrs) > 0 {
+		redisDesc = "Redis " + strings.Join(cfg.RedisAddrs, ",")
+	}
+	log.Info("surge ready", "mode", cfg.Mode, "redis", redisDesc, "database", store,
+		"seeded", a.Seeded, "startup", time.Since(start).Round(time.Millisecond))
+	if cfg.Dev() {
+		log.Info("dev mode: login codes are returned as devCode", "admin_phones", strings.Join(cfg.AdminPhones, ","))
+	}
+	fmt.Printf("surge: playground at %s\n", playgroundURL(ln.Addr()))
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+func playgroundURL(addr net.Addr) string {
+	host, port, _ := net.SplitHostPort(addr.String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
+}

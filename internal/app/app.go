@@ -1,0 +1,170 @@
+// Package app wires configuration, storage, Redis and the HTTP surface into a runnable server.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	gql "github.com/surgekit/surge/graph"
+	"github.com/surgekit/surge/internal/auth"
+	"github.com/surgekit/surge/internal/catalog"
+	"github.com/surgekit/surge/internal/playground"
+	"github.com/surgekit/surge/internal/server"
+	"github.com/surgekit/surge/internal/store"
+)
+
+// App is a wired server: its dependencies and its root HTTP handler.
+type App struct {
+	Config  Config
+	DB      *store.DB
+	Redis   redis.UniversalClient
+	Auth    *auth.Service
+	Catalog *catalog.Service
+	Handler http.Handler
+	Log     *slog.Logger
+	Seeded  bool
+
+	closers []func() error
+	once    sync.Once
+}
+
+// Options lets callers (tests, tools) replace parts of the wiring.
+type Options struct {
+	Logger     *slog.Logger
+	CodeSender auth.CodeSender
+}
+
+// New builds the App: opens Redis (embedded or real) and the database (SQLite or MySQL),
+// migrates, seeds when configured, and assembles the handler.
+func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
+	a := &App{Config: cfg, Log: opts.Logger}
+	if a.Log == nil {
+		a.Log = slog.Default()
+	}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	if err := a.openRedis(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.openDB(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.Seed {
+		if a.Seeded, err = store.SeedDemo(ctx, a.DB.Ent, time.Now()); err != nil {
+			return nil, fmt.Errorf("seeding demo data: %w", err)
+		}
+	}
+	sender := opts.CodeSender
+	if sender == nil {
+		sender = auth.LogSender{Logger: a.Log}
+	}
+	a.Auth = auth.New(a.Redis, a.DB.Ent, auth.Options{AdminPhones: cfg.AdminPhones, DevMode: cfg.Dev(), Sender: sender})
+	a.Catalog = catalog.New(a.DB.Ent)
+	res := &gql.Resolver{DB: a.DB.Ent, Auth: a.Auth, Catalog: a.Catalog}
+	a.Handler = server.New(res, server.Options{
+		Introspection: cfg.Introspection,
+		Suggestions:   cfg.Dev(),
+		MaxComplexity: cfg.MaxComplexity,
+		MaxDepth:      cfg.MaxDepth,
+		Playground:    playground.Handler("/query"),
+		Logger:        a.Log,
+		Health: map[string]func(context.Context) error{
+			"redis":    func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() },
+			"database": a.DB.Ping,
+		},
+	})
+	return a, nil
+}
+
+func (a *App) openRedis(ctx context.Context) error {
+	addrs := a.Config.RedisAddrs
+	if len(addrs) == 0 {
+		m := miniredis.NewMiniRedis()
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
+			return fmt.Errorf("starting embedded Redis: %w", err)
+		}
+		stop := driveExpiry(m, 100*time.Millisecond)
+		a.closers = append(a.closers, func() error { stop(); m.Close(); return nil })
+		addrs = []string{m.Addr()}
+	}
+	a.Redis = redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:    addrs,
+		Password: a.Config.RedisPassword,
+		// One address is a single node even if it is a Cluster seed; say two for Cluster.
+		IsClusterMode: len(addrs) > 1,
+	})
+	a.closers = append(a.closers, a.Redis.Close)
+	if err := a.Redis.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("connecting to Redis %v: %w", addrs, err)
+	}
+	return nil
+}
+
+// driveExpiry advances miniredis's clock with the wall clock: miniredis never expires keys by
+// itself, so without this codes and sessions would live forever in the embedded default.
+func driveExpiry(m *miniredis.Miniredis, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				m.SetTime(now)
+				m.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func (a *App) openDB(ctx context.Context) error {
+	var err error
+	if a.Config.MySQLDSN != "" {
+		a.DB, err = store.OpenMySQL(a.Config.MySQLDSN)
+	} else {
+		if err := os.MkdirAll(a.Config.DataDir, 0o755); err != nil {
+			return fmt.Errorf("creating data dir: %w", err)
+		}
+		a.DB, err = store.OpenSQLite(filepath.Join(a.Config.DataDir, "surge.db"))
+	}
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, a.DB.Close)
+	if err := a.DB.Ping(ctx); err != nil {
+		return fmt.Errorf("connecting to the database: %w", err)
+	}
+	return a.DB.Migrate(ctx)
+}
+
+// Close releases everything New opened, in reverse order.
+func (a *App) Close() error {
+	var errs []error
+	a.once.Do(func() {
+		for i := len(a.closers) - 1; i >= 0; i-- {
+			errs = append(errs, a.closers[i]())
+		}
+	})
+	return errors.Join(errs...)
+}

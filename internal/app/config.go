@@ -1,0 +1,123 @@
+package app
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the server configuration. Every field has an environment variable and a flag of
+// the same meaning; flags win over the environment.
+type Config struct {
+	Addr          string   // SURGE_ADDR, -addr (":8080")
+	DataDir       string   // SURGE_DATA_DIR, -data-dir ("./data"): SQLite file in embedded mode
+	RedisAddrs    []string // SURGE_REDIS_ADDRS, -redis-addrs: one → single node, several → Cluster; empty → embedded
+	RedisPassword string   // SURGE_REDIS_PASSWORD, -redis-password
+	MySQLDSN      string   // SURGE_MYSQL_DSN, -mysql-dsn: empty → SQLite in DataDir
+	Mode          string   // SURGE_MODE, -mode: "dev" or "production" (dev when embedded, else production)
+	AdminPhones   []string // SURGE_ADMIN_PHONES, -admin-phones (dev default: 13800000000)
+	Seed          bool     // SURGE_SEED, -seed: seed demo data into an empty database (default: dev mode)
+	Introspection bool     // SURGE_INTROSPECTION, -introspection (default: dev mode)
+	MaxComplexity int      // SURGE_MAX_COMPLEXITY, -max-complexity (1500)
+	MaxDepth      int      // SURGE_MAX_DEPTH, -max-depth (10)
+	ShutdownGrace time.Duration
+}
+
+// DevAdminPhone is the admin phone of the dev default, so the playground can try admin mutations.
+const DevAdminPhone = "13800000000"
+
+// Dev reports whether the server runs in dev mode.
+func (c Config) Dev() bool { return c.Mode == "dev" }
+
+// Embedded reports whether the server runs on in-process Redis and SQLite.
+func (c Config) Embedded() bool { return len(c.RedisAddrs) == 0 && c.MySQLDSN == "" }
+
+// ParseConfig reads the environment, then flags from args (without the subcommand).
+func ParseConfig(args []string, getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	env := func(k, def string) string {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			return v
+		}
+		return def
+	}
+	addr := fs.String("addr", env("SURGE_ADDR", ":8080"), "listen address (SURGE_ADDR)")
+	dataDir := fs.String("data-dir", env("SURGE_DATA_DIR", "./data"), "directory for the embedded SQLite file (SURGE_DATA_DIR)")
+	redisAddrs := fs.String("redis-addrs", env("SURGE_REDIS_ADDRS", ""), "comma-separated Redis addresses; several mean Cluster; empty means embedded (SURGE_REDIS_ADDRS)")
+	redisPassword := fs.String("redis-password", env("SURGE_REDIS_PASSWORD", ""), "Redis password (SURGE_REDIS_PASSWORD)")
+	dsn := fs.String("mysql-dsn", env("SURGE_MYSQL_DSN", ""), "MySQL DSN, e.g. user:pass@tcp(host:3306)/surge; empty means SQLite (SURGE_MYSQL_DSN)")
+	mode := fs.String("mode", env("SURGE_MODE", ""), `"dev" or "production" (SURGE_MODE; default dev when embedded, else production)`)
+	admins := fs.String("admin-phones", env("SURGE_ADMIN_PHONES", ""), "comma-separated phones that get role ADMIN at login (SURGE_ADMIN_PHONES)")
+	seed := fs.String("seed", env("SURGE_SEED", ""), "seed demo data into an empty database: true/false (SURGE_SEED; default: dev mode)")
+	intro := fs.String("introspection", env("SURGE_INTROSPECTION", ""), "allow schema introspection: true/false (SURGE_INTROSPECTION; default: dev mode)")
+	maxComplexity := fs.Int("max-complexity", envInt(getenv, "SURGE_MAX_COMPLEXITY", 1500), "complexity budget per operation (SURGE_MAX_COMPLEXITY)")
+	maxDepth := fs.Int("max-depth", envInt(getenv, "SURGE_MAX_DEPTH", 10), "maximum query depth (SURGE_MAX_DEPTH)")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	c := Config{
+		Addr: *addr, DataDir: *dataDir, RedisAddrs: splitList(*redisAddrs), RedisPassword: *redisPassword,
+		MySQLDSN: *dsn, Mode: *mode, AdminPhones: splitList(*admins),
+		MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, ShutdownGrace: 15 * time.Second,
+	}
+	if c.Mode == "" {
+		c.Mode = "production"
+		if c.Embedded() {
+			c.Mode = "dev"
+		}
+	}
+	if c.Mode != "dev" && c.Mode != "production" {
+		return Config{}, fmt.Errorf("invalid mode %q: want dev or production", c.Mode)
+	}
+	var err error
+	if c.Seed, err = parseBool("seed", *seed, c.Dev()); err != nil {
+		return Config{}, err
+	}
+	if c.Introspection, err = parseBool("introspection", *intro, c.Dev()); err != nil {
+		return Config{}, err
+	}
+	if len(c.AdminPhones) == 0 && c.Dev() {
+		c.AdminPhones = []string{DevAdminPhone}
+	}
+	if c.MaxComplexity <= 0 || c.MaxDepth <= 0 {
+		return Config{}, fmt.Errorf("max-complexity and max-depth must be positive")
+	}
+	return c, nil
+}
+
+func envInt(getenv func(string) string, k string, def int) int {
+	if n, err := strconv.Atoi(strings.TrimSpace(getenv(k))); err == nil {
+		return n
+	}
+	return def
+}
+
+func parseBool(name, v string, def bool) (bool, error) {
+	if v == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("invalid %s %q: want true or false", name, v)
+	}
+	return b, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

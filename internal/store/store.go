@@ -1,0 +1,84 @@
+// Package store opens the database (MySQL/MariaDB, or SQLite for the embedded default),
+// migrates the schema and seeds demo data.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+	"github.com/go-sql-driver/mysql"
+	_ "modernc.org/sqlite" // registers driver "sqlite" (pure Go, no cgo)
+
+	"github.com/surgekit/surge/ent"
+)
+
+// DB is an ent client plus the *sql.DB under it (for health checks and raw batches).
+type DB struct {
+	Ent     *ent.Client
+	SQL     *sql.DB
+	Dialect string
+}
+
+// Close closes the pool.
+func (d *DB) Close() error { return d.Ent.Close() }
+
+// Ping checks the database answers.
+func (d *DB) Ping(ctx context.Context) error { return d.SQL.PingContext(ctx) }
+
+// OpenSQLite opens (creating if needed) a SQLite file with foreign keys on, WAL and a busy
+// timeout: without the last two, concurrent writers fail with SQLITE_BUSY.
+func OpenSQLite(path string) (*DB, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	dsn := "file:" + abs + "?_pragma=foreign_keys(1)&_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open sqlite %s: %w", abs, err)
+	}
+	db.SetMaxOpenConns(8)
+	return wrap(db, dialect.SQLite), nil
+}
+
+// OpenMySQL opens a MySQL/MariaDB pool. parseTime, UTC and utf8mb4 are forced so that
+// times and text round-trip whatever the DSN says.
+func OpenMySQL(dsn string) (*DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: invalid MySQL DSN: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["charset"] = "utf8mb4"
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: MySQL connector: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(64)
+	db.SetMaxIdleConns(32)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	return wrap(db, dialect.MySQL), nil
+}
+
+func wrap(db *sql.DB, d string) *DB {
+	return &DB{Ent: ent.NewClient(ent.Driver(entsql.OpenDB(d, db))), SQL: db, Dialect: d}
+}
+
+// Migrate creates or updates the schema. It is additive: columns and indexes are added,
+// nothing is dropped.
+func (d *DB) Migrate(ctx context.Context) error {
+	if err := d.Ent.Schema.Create(ctx); err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	return nil
+}
