@@ -1,0 +1,95 @@
+// Package testenv connects tests to the real services `make test` starts: Redis on loopback
+// and MariaDB with a fresh database per test. Nothing here is a mock; a missing service fails
+// the test with the command that starts it.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"math/big"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+)
+
+func env(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// RedisAddr is the real Redis the tests use (SURGE_TEST_REDIS_ADDR, default 127.0.0.1:6379).
+func RedisAddr() string { return env("SURGE_TEST_REDIS_ADDR", "127.0.0.1:6379") }
+
+// Redis returns a client to the real Redis. Tests share it, so they use unique keys (see Phone).
+func Redis(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{RedisAddr()}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("real Redis at %s is not answering (%v): run `make test` or scripts/ensure-redis.sh", RedisAddr(), err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// baseDSN points at the server with a user allowed to create surge_* databases
+// (SURGE_TEST_MYSQL_DSN; scripts/ensure-mariadb.sh creates that user).
+func baseDSN() string {
+	return env("SURGE_TEST_MYSQL_DSN", "surge:surge@tcp(127.0.0.1:3306)/surge_test?parseTime=true")
+}
+
+// MySQL creates a fresh database for the test and returns its DSN; the database is dropped
+// when the test ends.
+func MySQL(t testing.TB) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(baseDSN())
+	if err != nil {
+		t.Fatalf("SURGE_TEST_MYSQL_DSN: %v", err)
+	}
+	cfg.ParseTime = true
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := admin.PingContext(ctx); err != nil {
+		t.Fatalf("real MariaDB at %s is not answering (%v): run `make test` or scripts/ensure-mariadb.sh", cfg.Addr, err)
+	}
+	name := "surge_test_" + randHex(6)
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		t.Fatalf("creating test database: %v", err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("mysql", cfg.FormatDSN())
+		if err == nil {
+			_, _ = db.Exec("DROP DATABASE IF EXISTS `" + name + "`")
+			_ = db.Close()
+		}
+	})
+	cfg.DBName = name
+	return cfg.FormatDSN()
+}
+
+// Phone returns a random valid phone number so tests sharing one Redis never collide.
+func Phone() string {
+	n, _ := rand.Int(rand.Reader, big.NewInt(1_000_000_000))
+	return fmt.Sprintf("19%09d", n.Int64())
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return strings.ToLower(hex.EncodeToString(b))
+}
