@@ -1,0 +1,43 @@
+package browsertest
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"testing"
+)
+
+func TestChromium(t *testing.T) {
+	p, err := Chromium()
+	if errors.Is(err, ErrNoChromium) {
+		t.Skipf("no Chromium here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil || fi.Mode()&0o111 == 0 {
+		t.Fatalf("Chromium() = %q, not an executable file (%v)", p, err)
+	}
+}
+
+func TestChromiumMissing(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
+		t.Skip("/usr/bin/chromium exists, so Chromium() never looks at PATH")
+	}
+	t.Setenv("PATH", t.TempDir())
+	_, err := Chromium()
+	if !errors.Is(err, ErrNoChromium) {
+		t.Fatalf("Chromium() with an empty PATH: err = %v, want ErrNoChromium", err)
+	}
+}
+
+func TestJSString(t *testing.T) {
+	for _, s := range []string{"", "{ hello }", "query {\n\tx(a: \"b\\\\c\")\n}", "</script>\u2028\u2029é"} {
+		lit := jsString(s)
+		var back string
+		if err := json.Unmarshal([]byte(lit), &back); err != nil || back != s {
+			t.Errorf("jsString(%q) = %s, decodes to %q (%v)", s, lit, back, err)
+		}
+	}
+}
