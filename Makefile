@@ -1,0 +1,29 @@
+# `make test` is the README's test command and what CI runs (.ci/run).
+GO ?= go
+TEST_TIMEOUT ?= 18m
+
+.PHONY: test services vet run generate build
+
+## test: start/install Redis, MariaDB and Chromium if needed, then vet and run every test with -race
+test: services vet
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## services: make sure the real services the tests use are installed and running
+services:
+	bash scripts/ensure-redis.sh
+	bash scripts/ensure-mariadb.sh
+	bash scripts/ensure-chromium.sh
+
+vet:
+	$(GO) vet ./...
+
+## run: the server on the embedded default (in-process Redis + SQLite, demo data)
+run:
+	$(GO) run ./cmd/surge
+
+## generate: regenerate ent and gqlgen code (commit the result)
+generate:
+	$(GO) generate ./...
+
+build:
+	CGO_ENABLED=0 $(GO) build -o bin/surge ./cmd/surge
