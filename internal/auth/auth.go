@@ -192,7 +192,7 @@ func (s *Service) Login(ctx context.Context, phone, code string) (string, *ent.U
 	if err != nil {
 		return "", nil, err
 	}
-	key := sessionKey(token)
+	key := SessionKey(token)
 	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, key, map[string]any{
 			"id": u.ID, "phone": u.Phone, "nickname": u.Nickname, "icon": u.Icon, "role": string(u.Role),
@@ -253,7 +253,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Session, err
 	if !plausibleToken(token) {
 		return nil, nil
 	}
-	key := sessionKey(token)
+	key := SessionKey(token)
 	var get *redis.MapStringStringCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		get = p.HGetAll(ctx, key)
@@ -276,7 +276,7 @@ func (s *Service) Logout(ctx context.Context, token string) (bool, error) {
 	if !plausibleToken(token) {
 		return false, nil
 	}
-	n, err := s.rdb.Del(ctx, sessionKey(token)).Result()
+	n, err := s.rdb.Del(ctx, SessionKey(token)).Result()
 	if err != nil {
 		return false, fmt.Errorf("auth: deleting session: %w", err)
 	}
@@ -285,13 +285,14 @@ func (s *Service) Logout(ctx context.Context, token string) (bool, error) {
 
 // SessionTTL returns the remaining lifetime of token's session (for tests and diagnostics).
 func (s *Service) SessionTTL(ctx context.Context, token string) (time.Duration, error) {
-	return s.rdb.PTTL(ctx, sessionKey(token)).Result()
+	return s.rdb.PTTL(ctx, SessionKey(token)).Result()
 }
 
 func codeKey(phone string) string { return "login:code:{" + phone + "}" }
 func gapKey(phone string) string  { return "login:send:{" + phone + "}:gap" }
 func dayKey(phone string) string  { return "login:send:{" + phone + "}:day" }
-func sessionKey(token string) string {
+// SessionKey is the Redis key of token's session: a SHA-256 of the token, never the token.
+func SessionKey(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return "login:token:" + hex.EncodeToString(sum[:])
 }

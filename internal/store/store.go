@@ -55,10 +55,9 @@ func OpenMySQL(dsn string) (*DB, error) {
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
-	if cfg.Params == nil {
-		cfg.Params = map[string]string{}
+	if err := cfg.Apply(mysql.Charset("utf8mb4", "utf8mb4_unicode_ci")); err != nil {
+		return nil, fmt.Errorf("store: MySQL charset: %w", err)
 	}
-	cfg.Params["charset"] = "utf8mb4"
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: MySQL connector: %w", err)

@@ -1,0 +1,276 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/surgekit/surge/ent/user"
+	"github.com/surgekit/surge/internal/apperr"
+	"github.com/surgekit/surge/internal/auth"
+	"github.com/surgekit/surge/internal/store"
+	"github.com/surgekit/surge/internal/testenv"
+)
+
+// captureSender records codes instead of sending them.
+type captureSender struct {
+	mu    sync.Mutex
+	codes map[string]string
+	fail  error
+}
+
+func (c *captureSender) Send(_ context.Context, phone, code string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail != nil {
+		return c.fail
+	}
+	if c.codes == nil {
+		c.codes = map[string]string{}
+	}
+	c.codes[phone] = code
+	return nil
+}
+
+func (c *captureSender) code(phone string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.codes[phone]
+}
+
+func newService(t *testing.T, opts auth.Options) (*auth.Service, *captureSender, *store.DB) {
+	t.Helper()
+	db, err := store.OpenMySQL(testenv.MySQL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := &captureSender{}
+	if opts.Sender == nil {
+		opts.Sender = s
+	}
+	return auth.New(testenv.Redis(t), db.Ent, opts), s, db
+}
+
+func wrongCode(right string) string {
+	if right == "000000" {
+		return "111111"
+	}
+	return "000000"
+}
+
+func TestSendCodeStoresCodeWithTTLAndRateLimits(t *testing.T) {
+	ctx := context.Background()
+	svc, sender, _ := newService(t, auth.Options{})
+	rdb := testenv.Redis(t)
+	phone := testenv.Phone()
+
+	sent, err := svc.SendCode(ctx, phone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent.DevCode != "" {
+		t.Fatalf("devCode leaked outside dev mode: %q", sent.DevCode)
+	}
+	if len(sender.code(phone)) != 6 {
+		t.Fatalf("sender got code %q, want 6 digits", sender.code(phone))
+	}
+	ttl := rdb.PTTL(ctx, "login:code:{"+phone+"}").Val()
+	if ttl <= 110*time.Second || ttl > 2*time.Minute {
+		t.Fatalf("code TTL = %v, want about 2m", ttl)
+	}
+	_, err = svc.SendCode(ctx, phone)
+	if apperr.CodeOf(err) != apperr.RateLimited {
+		t.Fatalf("second send within 60 s: got %v, want RATE_LIMITED", err)
+	}
+}
+
+func TestSendCodeDailyLimit(t *testing.T) {
+	ctx := context.Background()
+	svc, _, _ := newService(t, auth.Options{SendInterval: time.Millisecond, SendsPerDay: 3})
+	phone := testenv.Phone()
+	for i := 0; i < 3; i++ {
+		if _, err := svc.SendCode(ctx, phone); err != nil {
+			t.Fatalf("send %d: %v", i+1, err)
+		}
+		time.Sleep(3 * time.Millisecond) // let the 1 ms cooldown pass
+	}
+	_, err := svc.SendCode(ctx, phone)
+	if apperr.CodeOf(err) != apperr.RateLimited {
+		t.Fatalf("send beyond the daily limit: got %v, want RATE_LIMITED", err)
+	}
+}
+
+func TestSendCodeRejectsBadPhone(t *testing.T) {
+	svc, sender, _ := newService(t, auth.Options{})
+	for _, p := range []string{"", "12345678901", "1380000000", "138000000001", "23800000000", "1380000000a", "+8613800000000"} {
+		_, err := svc.SendCode(context.Background(), p)
+		if apperr.CodeOf(err) != apperr.BadUserInput {
+			t.Errorf("phone %q: got %v, want BAD_USER_INPUT", p, err)
+		}
+		if sender.code(p) != "" {
+			t.Errorf("phone %q: a code was sent", p)
+		}
+	}
+}
+
+func TestSendFailureReleasesCooldown(t *testing.T) {
+	ctx := context.Background()
+	sender := &captureSender{fail: errors.New("sms gateway down")}
+	svc, _, _ := newService(t, auth.Options{Sender: sender})
+	phone := testenv.Phone()
+	if _, err := svc.SendCode(ctx, phone); err == nil {
+		t.Fatal("send with a failing gateway succeeded")
+	}
+	sender.mu.Lock()
+	sender.fail = nil
+	sender.mu.Unlock()
+	if _, err := svc.SendCode(ctx, phone); err != nil {
+		t.Fatalf("retry after a failed send was refused: %v", err)
+	}
+}
+
+func TestLoginWrongCodeLocksAfterFiveTries(t *testing.T) {
+	ctx := context.Background()
+	svc, sender, _ := newService(t, auth.Options{})
+	phone := testenv.Phone()
+	if _, err := svc.SendCode(ctx, phone); err != nil {
+		t.Fatal(err)
+	}
+	right := sender.code(phone)
+	for i := 1; i <= 5; i++ {
+		_, _, err := svc.Login(ctx, phone, wrongCode(right))
+		if apperr.CodeOf(err) != apperr.BadUserInput {
+			t.Fatalf("wrong try %d: got %v, want BAD_USER_INPUT", i, err)
+		}
+	}
+	if _, _, err := svc.Login(ctx, phone, right); apperr.CodeOf(err) != apperr.BadUserInput {
+		t.Fatalf("right code after 5 wrong tries: got %v, want refused", err)
+	}
+}
+
+func TestLoginParallelGuessesCannotExceedLimit(t *testing.T) {
+	ctx := context.Background()
+	svc, sender, _ := newService(t, auth.Options{})
+	phone := testenv.Phone()
+	if _, err := svc.SendCode(ctx, phone); err != nil {
+		t.Fatal(err)
+	}
+	right := sender.code(phone)
+	var wg sync.WaitGroup
+	var wrong atomic.Int32
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, err := svc.Login(ctx, phone, wrongCode(right)); err != nil && err.Error() == "wrong code" {
+				wrong.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	// Tries 1–4 answer "wrong code"; the 5th and everything after answer "locked".
+	if n := wrong.Load(); n != 4 {
+		t.Fatalf("%d parallel guesses were judged as plain wrong tries, want exactly 4", n)
+	}
+	if _, _, err := svc.Login(ctx, phone, right); err == nil {
+		t.Fatal("right code accepted after the try limit was spent in parallel")
+	}
+}
+
+func TestLoginSessionLifecycle(t *testing.T) {
+	ctx := context.Background()
+	svc, sender, db := newService(t, auth.Options{SessionTTL: 30 * time.Minute})
+	rdb := testenv.Redis(t)
+	phone := testenv.Phone()
+	if _, err := svc.SendCode(ctx, phone); err != nil {
+		t.Fatal(err)
+	}
+	code := sender.code(phone)
+	token, u, err := svc.Login(ctx, phone, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(token) < 22 { // 128 bits in base64url is 22 characters; ours are 256 bits
+		t.Fatalf("token %q is too short", token)
+	}
+	if u.Phone != phone || u.Role != user.RoleUSER {
+		t.Fatalf("user = %+v", u)
+	}
+	if n := db.Ent.User.Query().CountX(ctx); n != 1 {
+		t.Fatalf("%d users after first login, want 1", n)
+	}
+	// The code is burnt: a replay fails.
+	if _, _, err := svc.Login(ctx, phone, code); err == nil {
+		t.Fatal("login code replay accepted")
+	}
+
+	// Authenticate slides the TTL back to the full 30 minutes.
+	ttl, _ := svc.SessionTTL(ctx, token)
+	if ttl < 29*time.Minute {
+		t.Fatalf("fresh session TTL = %v", ttl)
+	}
+	key := auth.SessionKey(token)
+	if rdb.Exists(ctx, token).Val() != 0 || rdb.Exists(ctx, key).Val() != 1 {
+		t.Fatal("the session must be stored under the token's hash, not the token")
+	}
+	rdb.PExpire(ctx, key, 5*time.Second)
+	sess, err := svc.Authenticate(ctx, token)
+	if err != nil || sess == nil || sess.UserID != u.ID {
+		t.Fatalf("authenticate: %+v, %v", sess, err)
+	}
+	if ttl, _ := svc.SessionTTL(ctx, token); ttl < 29*time.Minute {
+		t.Fatalf("TTL after a request = %v, want slid back to 30m", ttl)
+	}
+
+	// Garbage and unknown tokens are anonymous, not errors.
+	for _, bad := range []string{"", "x", token[:len(token)-1] + "A", "../../etc/passwd"} {
+		if s, err := svc.Authenticate(ctx, bad); s != nil && bad != token || err != nil {
+			t.Fatalf("token %q: session %+v, err %v", bad, s, err)
+		}
+	}
+
+	if ok, err := svc.Logout(ctx, token); !ok || err != nil {
+		t.Fatalf("logout: %v %v", ok, err)
+	}
+	if s, _ := svc.Authenticate(ctx, token); s != nil {
+		t.Fatal("session survived logout")
+	}
+	if ok, _ := svc.Logout(ctx, token); ok {
+		t.Fatal("second logout reported a session")
+	}
+
+	// A second login reuses the user.
+	rdb.Del(ctx, "login:send:{"+phone+"}:gap")
+	if _, err := svc.SendCode(ctx, phone); err != nil {
+		t.Fatal(err)
+	}
+	if _, u2, err := svc.Login(ctx, phone, sender.code(phone)); err != nil || u2.ID != u.ID {
+		t.Fatalf("second login: %v, %v", u2, err)
+	}
+}
+
+func TestAdminPhonesGetAdminRole(t *testing.T) {
+	ctx := context.Background()
+	admin := testenv.Phone()
+	svc, sender, _ := newService(t, auth.Options{AdminPhones: []string{admin}})
+	if _, err := svc.SendCode(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	token, u, err := svc.Login(ctx, admin, sender.code(admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Role != user.RoleADMIN {
+		t.Fatalf("role = %s, want ADMIN", u.Role)
+	}
+	if s, _ := svc.Authenticate(ctx, token); s == nil || !s.IsAdmin() {
+		t.Fatalf("session %+v is not admin", s)
+	}
+}
