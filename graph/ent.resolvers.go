@@ -16,10 +16,16 @@ import (
 // Node is the resolver for the node field.
 func (r *queryResolver) Node(ctx context.Context, id int) (ent.Noder, error) {
 	n, err := r.DB.Noder(ctx, id, nodeOptions(id)...)
-	if ent.IsNotFound(err) || (err == nil && !visible(ctx, n)) {
+	if ent.IsNotFound(err) {
 		return nil, nil
 	}
-	return n, err
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := r.visible(ctx, n); !ok || err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 // Nodes is the resolver for the nodes field.

@@ -71,14 +71,21 @@ func nodeOptions(id int) []ent.NodeOption {
 }
 
 // visible hides other users' private nodes: users see themselves, owners see their orders,
-// admins see everything. Hidden nodes look absent (no existence oracle).
-func visible(ctx context.Context, n ent.Noder) bool {
+// admins see everything. Hidden nodes look absent (no existence oracle). Ownership is checked
+// with its own query because field collection loads only the columns the client selected.
+func (r *Resolver) visible(ctx context.Context, n ent.Noder) (bool, error) {
 	s := auth.FromContext(ctx)
 	switch n := n.(type) {
 	case *ent.User:
-		return s != nil && (s.IsAdmin() || s.UserID == n.ID)
+		return s != nil && (s.IsAdmin() || s.UserID == n.ID), nil
 	case *ent.SeckillOrder:
-		return s != nil && (s.IsAdmin() || s.UserID == n.UserID)
+		if s == nil {
+			return false, nil
+		}
+		if s.IsAdmin() {
+			return true, nil
+		}
+		return r.DB.SeckillOrder.Query().Where(seckillorder.ID(n.ID), seckillorder.UserID(s.UserID)).Exist(ctx)
 	}
-	return n != nil
+	return n != nil, nil
 }

@@ -21,7 +21,7 @@ type Config struct {
 	AdminPhones   []string // SURGE_ADMIN_PHONES, -admin-phones (dev default: 13800000000)
 	Seed          bool     // SURGE_SEED, -seed: seed demo data into an empty database (default: dev mode)
 	Introspection bool     // SURGE_INTROSPECTION, -introspection (default: dev mode)
-	MaxComplexity int      // SURGE_MAX_COMPLEXITY, -max-complexity (1500)
+	MaxComplexity int      // SURGE_MAX_COMPLEXITY, -max-complexity (3000)
 	MaxDepth      int      // SURGE_MAX_DEPTH, -max-depth (10)
 	ShutdownGrace time.Duration
 }
@@ -56,7 +56,7 @@ func ParseConfig(args []string, getenv func(string) string) (Config, error) {
 	admins := fs.String("admin-phones", env("SURGE_ADMIN_PHONES", ""), "comma-separated phones that get role ADMIN at login (SURGE_ADMIN_PHONES)")
 	seed := fs.String("seed", env("SURGE_SEED", ""), "seed demo data into an empty database: true/false (SURGE_SEED; default: dev mode)")
 	intro := fs.String("introspection", env("SURGE_INTROSPECTION", ""), "allow schema introspection: true/false (SURGE_INTROSPECTION; default: dev mode)")
-	maxComplexity := fs.Int("max-complexity", envInt(getenv, "SURGE_MAX_COMPLEXITY", 1500), "complexity budget per operation (SURGE_MAX_COMPLEXITY)")
+	maxComplexity := fs.Int("max-complexity", envInt(getenv, "SURGE_MAX_COMPLEXITY", 3000), "complexity budget per operation (SURGE_MAX_COMPLEXITY)")
 	maxDepth := fs.Int("max-depth", envInt(getenv, "SURGE_MAX_DEPTH", 10), "maximum query depth (SURGE_MAX_DEPTH)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err

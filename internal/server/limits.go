@@ -31,11 +31,13 @@ const listGuess = 10
 // first: 100 weighs 100 times a single node (gqlgen counts 1 per field otherwise).
 func setComplexity(c *gql.ComplexityRoot) {
 	page := func(first, last *int) int {
+		// Out-of-range sizes are clamped here and refused by the resolver with a precise
+		// BAD_USER_INPUT, rather than reported as a complexity error.
 		switch {
 		case first != nil:
-			return max(*first, 1)
+			return min(max(*first, 1), gql.MaxPageSize)
 		case last != nil:
-			return max(*last, 1)
+			return min(max(*last, 1), gql.MaxPageSize)
 		}
 		return gql.DefaultPageSize
 	}
@@ -45,7 +47,7 @@ func setComplexity(c *gql.ComplexityRoot) {
 	c.Query.MyOrders = func(child int, first *int, _ *entgql.Cursor[int]) int {
 		return 1 + child*page(first, nil)
 	}
-	c.Query.Nodes = func(child int, ids []int) int { return 1 + child*max(len(ids), 1) }
+	c.Query.Nodes = func(child int, ids []int) int { return 1 + child*min(max(len(ids), 1), gql.MaxNodeIDs) }
 	c.Query.ShopTypes = func(child int) int { return 1 + child*listGuess }
 	c.Query.Vouchers = func(child int, _ int) int { return 1 + child*listGuess }
 	c.Shop.Vouchers = func(child int) int { return 1 + child*listGuess }

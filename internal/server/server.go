@@ -26,7 +26,7 @@ import (
 type Options struct {
 	Introspection bool         // schema introspection (on in dev, off in production)
 	Suggestions   bool         // "did you mean" hints in validation errors (same)
-	MaxComplexity int          // per-operation complexity budget (1500)
+	MaxComplexity int          // per-operation complexity budget (3000)
 	MaxDepth      int          // maximum field nesting, introspection excluded (10)
 	MaxBodyBytes  int64        // request body limit (1 MiB)
 	Playground    http.Handler // served at "/"; nil serves nothing there
@@ -38,7 +38,7 @@ type Options struct {
 
 func (o *Options) setDefaults() {
 	if o.MaxComplexity <= 0 {
-		o.MaxComplexity = 1500
+		o.MaxComplexity = 3000
 	}
 	if o.MaxDepth <= 0 {
 		o.MaxDepth = 10
