@@ -11,9 +11,9 @@ import (
 	"entgo.io/contrib/entgql"
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/graph/model"
 	"github.com/surgekit/surge/internal/auth"
 	"github.com/surgekit/surge/internal/catalog"
-	"github.com/surgekit/surge/graph/model"
 )
 
 // SendLoginCode is the resolver for the sendLoginCode field.
