@@ -291,6 +291,7 @@ func (s *Service) SessionTTL(ctx context.Context, token string) (time.Duration, 
 func codeKey(phone string) string { return "login:code:{" + phone + "}" }
 func gapKey(phone string) string  { return "login:send:{" + phone + "}:gap" }
 func dayKey(phone string) string  { return "login:send:{" + phone + "}:day" }
+
 // SessionKey is the Redis key of token's session: a SHA-256 of the token, never the token.
 func SessionKey(token string) string {
 	sum := sha256.Sum256([]byte(token))

@@ -1,0 +1,61 @@
+package app
+
+import (
+	"reflect"
+	"testing"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestParseConfigDefaults(t *testing.T) {
+	c, err := ParseConfig(nil, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Embedded() || !c.Dev() || !c.Seed || !c.Introspection || c.Addr != ":8080" || c.DataDir != "./data" {
+		t.Fatalf("embedded defaults: %+v", c)
+	}
+	if !reflect.DeepEqual(c.AdminPhones, []string{DevAdminPhone}) {
+		t.Fatalf("dev admin phones = %v", c.AdminPhones)
+	}
+
+	c, err = ParseConfig(nil, envOf(map[string]string{"SURGE_MYSQL_DSN": "u:p@tcp(h:3306)/d", "SURGE_REDIS_ADDRS": "a:1, b:2 ,c:3"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dev() || c.Seed || c.Introspection || len(c.AdminPhones) != 0 {
+		t.Fatalf("real services must default to production without dev conveniences: %+v", c)
+	}
+	if !reflect.DeepEqual(c.RedisAddrs, []string{"a:1", "b:2", "c:3"}) {
+		t.Fatalf("redis addrs = %v", c.RedisAddrs)
+	}
+}
+
+func TestParseConfigFlagsWinOverEnv(t *testing.T) {
+	c, err := ParseConfig([]string{"-addr", "127.0.0.1:9", "-mode", "dev", "-seed=false"},
+		envOf(map[string]string{"SURGE_ADDR": ":1", "SURGE_MODE": "production", "SURGE_MYSQL_DSN": "x:y@/z"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:9" || !c.Dev() || c.Seed {
+		t.Fatalf("flags did not win: %+v", c)
+	}
+}
+
+func TestParseConfigRejectsBadValues(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+	}{
+		"bad mode":      {env: map[string]string{"SURGE_MODE": "staging"}},
+		"bad bool":      {env: map[string]string{"SURGE_SEED": "maybe"}},
+		"zero depth":    {args: []string{"-max-depth", "0"}},
+		"stray arg":     {args: []string{"extra"}},
+		"unknown flag":  {args: []string{"-nope"}},
+		"bad introspec": {args: []string{"-introspection", "2"}},
+	} {
+		if _, err := ParseConfig(tc.args, envOf(tc.env)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
