@@ -25,4 +25,13 @@ var (
 	LoginSendCode = load("login_send_code.lua")
 	// LoginVerifyCode checks a login code, counting wrong tries and burning the code on success.
 	LoginVerifyCode = load("login_verify_code.lua")
+
+	// CacheLease reads a cache entry or takes the lease to load it.
+	CacheLease = load("cache_lease.lua")
+	// CacheFill writes a loaded value back if the lease is still held (stale-set protection).
+	CacheFill = load("cache_fill.lua")
+	// CacheRelease gives a lease back after a failed load.
+	CacheRelease = load("cache_release.lua")
+	// CacheSet sets or deletes a value and revokes any lease.
+	CacheSet = load("cache_set.lua")
 )

@@ -1,57 +1,15 @@
 package e2e_test
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/internal/app"
+	"github.com/surgekit/surge/internal/testenv"
 )
-
-// privateRedis starts a throwaway redis-server on a free port so the test can stop it
-// without disturbing the shared one.
-func privateRedis(t *testing.T) (addr string, stop func()) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting redis-server: %v", err)
-	}
-	addr = fmt.Sprintf("127.0.0.1:%d", port)
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("private redis-server did not start")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}
-	t.Cleanup(stop)
-	return addr, stop
-}
 
 func health(t *testing.T, base string) (int, map[string]string) {
 	t.Helper()
@@ -66,7 +24,7 @@ func health(t *testing.T, base string) (int, map[string]string) {
 }
 
 func TestHealthzReportsOutages(t *testing.T) {
-	addr, stopRedis := privateRedis(t)
+	addr, stopRedis := testenv.PrivateRedis(t)
 	e := start(t, func(c *app.Config) { c.RedisAddrs = []string{addr} })
 	if code, body := health(t, e.url); code != 200 || body["redis"] != "ok" || body["database"] != "ok" {
 		t.Fatalf("healthy: %d %v", code, body)

@@ -1,0 +1,363 @@
+package cache
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/semaphore"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/surgekit/surge/lua"
+)
+
+// Errors. A Redis failure is returned as itself (wrapped), never as ErrNotFound or ErrMiss.
+var (
+	// ErrNotFound means the value does not exist. A loader returns it to have the absence
+	// cached (penetration defence); reads return it for cached absences and Bloom rejects.
+	ErrNotFound = errors.New("cache: not found")
+	// ErrMiss is returned by Get when nothing is cached for the id.
+	ErrMiss = errors.New("cache: miss")
+	// ErrOverloaded is returned when Redis is failing and the bounded database fallback is full.
+	ErrOverloaded = errors.New("cache: redis unavailable and database fallback saturated")
+)
+
+// Mode chooses the breakdown (hot key) defence.
+type Mode int
+
+const (
+	// ModeMutex: values expire in Redis; on a miss one caller across all processes loads
+	// (singleflight in-process, a Redis lease across processes) and the others wait for it.
+	ModeMutex Mode = iota
+	// ModeLogical: values never expire in Redis but carry their own expire-at; a stale value
+	// is served at once while a bounded pool rebuilds it in the background.
+	ModeLogical
+)
+
+// Options configures a cache. Zero values take the defaults noted.
+type Options struct {
+	Name   string // required: the entity, e.g. "shop"; keys are <Prefix>:<Name>:{<id>}
+	Prefix string // "cache"
+	Mode   Mode   // ModeMutex
+
+	TTL       time.Duration // how long a value is fresh (30 min)
+	AbsentTTL time.Duration // how long an absence is cached (1 min)
+	// Jitter lengthens each TTL by a random fraction in [0, Jitter) so keys written together
+	// do not expire together (avalanche). 0.1 by default; negative disables.
+	Jitter float64
+
+	LeaseTTL    time.Duration // how long one load may hold the lease before another may take over (5 s)
+	LoadTimeout time.Duration // deadline of a shared load, detached from any caller (LeaseTTL)
+
+	Codec   Codec    // JSON
+	Filter  Filter   // optional Bloom filter on the read path
+	Metrics *Metrics // optional Prometheus collectors
+
+	// OutageLoads bounds concurrent loader calls made because Redis is failing (8).
+	// Negative disables the fallback: Redis errors are returned.
+	OutageLoads int
+
+	// Logical mode: rebuild workers (4) and queue length (256). A full queue drops the
+	// rebuild (the stale value is still served and the next stale read retries it).
+	RebuildWorkers int
+	RebuildQueue   int
+}
+
+func (o *Options) setDefaults() error {
+	if o.Name == "" || strings.ContainsAny(o.Name, "{}") {
+		return errors.New("cache: Options.Name is required and may not contain braces")
+	}
+	if o.Prefix == "" {
+		o.Prefix = "cache"
+	}
+	if o.TTL <= 0 {
+		o.TTL = 30 * time.Minute
+	}
+	if o.AbsentTTL <= 0 {
+		o.AbsentTTL = time.Minute
+	}
+	if o.Jitter == 0 {
+		o.Jitter = 0.1
+	}
+	if o.Jitter < 0 {
+		o.Jitter = 0
+	}
+	if o.Jitter > 1 {
+		return fmt.Errorf("cache: Jitter %v is above 1", o.Jitter)
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 5 * time.Second
+	}
+	if o.LoadTimeout <= 0 {
+		o.LoadTimeout = o.LeaseTTL
+	}
+	if o.Codec == nil {
+		o.Codec = JSON{}
+	}
+	if o.OutageLoads == 0 {
+		o.OutageLoads = 8
+	}
+	if o.RebuildWorkers <= 0 {
+		o.RebuildWorkers = 4
+	}
+	if o.RebuildQueue <= 0 {
+		o.RebuildQueue = 256
+	}
+	return nil
+}
+
+// Loader fetches the value of id from the source of truth. Return ErrNotFound (possibly
+// wrapped) when it does not exist, so that the absence is cached.
+type Loader[V any] func(ctx context.Context, id string) (V, error)
+
+// Cache is a typed Redis cache for one kind of value. It is safe for concurrent use; create
+// one per entity and process, and Close it when done.
+type Cache[V any] struct {
+	rdb     redis.UniversalClient
+	opts    Options
+	stats   *stats
+	group   singleflight.Group
+	outage  *semaphore.Weighted
+	events  *events
+	rebuild *rebuildPool
+}
+
+// New returns a cache on rdb (a single node or a Cluster client). It subscribes to the
+// cache's event channel so that waiters are woken the moment a value lands.
+func New[V any](ctx context.Context, rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	c := &Cache[V]{rdb: rdb, opts: opts, stats: opts.Metrics.bind(opts.Name)}
+	if opts.OutageLoads > 0 {
+		c.outage = semaphore.NewWeighted(int64(opts.OutageLoads))
+	}
+	ev, err := subscribe(ctx, rdb, c.channel())
+	if err != nil {
+		return nil, err
+	}
+	c.events = ev
+	if opts.Mode == ModeLogical {
+		c.rebuild = newRebuildPool(opts.RebuildWorkers, opts.RebuildQueue, c.stats)
+	}
+	return c, nil
+}
+
+// Close stops the event subscription and the rebuild pool (waiting for running rebuilds).
+func (c *Cache[V]) Close() error {
+	if c.rebuild != nil {
+		c.rebuild.close()
+	}
+	return c.events.close()
+}
+
+// Key is the Redis key of id's value. The id is the hash tag, so a value and its lease
+// always share a Cluster slot.
+func (c *Cache[V]) Key(id string) string { return c.opts.Prefix + ":" + c.opts.Name + ":{" + id + "}" }
+
+func (c *Cache[V]) leaseKey(id string) string { return c.Key(id) + ":lease" }
+func (c *Cache[V]) channel() string           { return c.opts.Prefix + ":" + c.opts.Name + ":events" }
+
+// ttl returns base lengthened by the jitter fraction. Millisecond precision (PX), so
+// sub-second TTLs are kept exactly rather than rounded up.
+func (c *Cache[V]) ttl(base time.Duration) time.Duration {
+	if c.opts.Jitter == 0 {
+		return base
+	}
+	extra := int64(float64(base) * c.opts.Jitter)
+	if extra <= 0 {
+		return base
+	}
+	return base + time.Duration(mrand.Int64N(extra))
+}
+
+func ms(d time.Duration) int64 {
+	if n := d.Milliseconds(); n > 0 {
+		return n
+	}
+	return 1
+}
+
+func newToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Get reads id from Redis only: the value, ErrNotFound for a cached absence (or a Bloom
+// reject), ErrMiss when nothing is cached, or the Redis error. In logical mode a stale value
+// is returned as is.
+func (c *Cache[V]) Get(ctx context.Context, id string) (V, error) {
+	var zero V
+	if c.rejectedByFilter(ctx, id) {
+		return zero, ErrNotFound
+	}
+	b, err := c.rdb.Get(ctx, c.Key(id)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		c.stats.misses.Inc()
+		return zero, ErrMiss
+	}
+	if err != nil {
+		return zero, fmt.Errorf("cache: get %s: %w", c.Key(id), err)
+	}
+	e, err := decodeEntry(b)
+	if err != nil {
+		c.stats.misses.Inc()
+		return zero, ErrMiss
+	}
+	return c.value(e)
+}
+
+// value decodes an entry, counting the hit.
+func (c *Cache[V]) value(e entry) (V, error) {
+	var v V
+	if e.absent {
+		c.stats.absentHits.Inc()
+		return v, ErrNotFound
+	}
+	if err := c.opts.Codec.Unmarshal(e.payload, &v); err != nil {
+		return v, fmt.Errorf("cache: decoding %s value: %w", c.opts.Name, err)
+	}
+	c.stats.hits.Inc()
+	return v, nil
+}
+
+// rejectedByFilter reports whether the Bloom filter proves id absent. A failing filter
+// (e.g. a Redis error) rejects nothing: the read goes on as if there were no filter.
+func (c *Cache[V]) rejectedByFilter(ctx context.Context, id string) bool {
+	if c.opts.Filter == nil {
+		return false
+	}
+	ok, err := c.opts.Filter.Test(ctx, id)
+	if err == nil && !ok {
+		c.stats.bloomRejects.Inc()
+		return true
+	}
+	return false
+}
+
+// encode builds the stored entry for v (or an absence) and its Redis TTL.
+func (c *Cache[V]) encode(v V, absent bool) ([]byte, time.Duration, error) {
+	var payload []byte
+	if !absent {
+		var err error
+		if payload, err = c.opts.Codec.Marshal(v); err != nil {
+			return nil, 0, fmt.Errorf("cache: encoding %s value: %w", c.opts.Name, err)
+		}
+	}
+	base := c.opts.TTL
+	if absent {
+		base = c.opts.AbsentTTL
+	}
+	ttl := c.ttl(base)
+	if c.opts.Mode == ModeLogical {
+		// The value itself carries its expiry; Redis keeps it until replaced or deleted.
+		return encodeEntry(payload, absent, time.Now().Add(ttl)), 0, nil
+	}
+	return encodeEntry(payload, absent, time.Time{}), ttl, nil
+}
+
+// Set stores v for id (write-through) and revokes any lease, so a load that read the
+// database before this write cannot overwrite it. It also adds id to the Bloom filter.
+func (c *Cache[V]) Set(ctx context.Context, id string, v V) error {
+	b, ttl, err := c.encode(v, false)
+	if err != nil {
+		return err
+	}
+	if c.opts.Filter != nil {
+		if err := c.opts.Filter.Add(ctx, id); err != nil {
+			return fmt.Errorf("cache: bloom add: %w", err)
+		}
+	}
+	return c.runSet(ctx, id, b, ttl)
+}
+
+// Delete removes the cached values of ids and revokes their leases (the delete of
+// delete-after-write). Every process drops its waiters' and local copies on the event.
+func (c *Cache[V]) Delete(ctx context.Context, ids ...string) error {
+	var errs []error
+	for _, id := range ids {
+		errs = append(errs, c.runSet(ctx, id, nil, 0))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Cache[V]) runSet(ctx context.Context, id string, b []byte, ttl time.Duration) error {
+	ttlArg := int64(0)
+	if ttl > 0 {
+		ttlArg = ms(ttl)
+	}
+	err := lua.CacheSet.Run(ctx, c.rdb, []string{c.Key(id), c.leaseKey(id)}, b, ttlArg, c.channel(), "s:"+id).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("cache: set %s: %w", c.Key(id), err)
+	}
+	return nil
+}
+
+// waiters wakes goroutines waiting for an id when any event for it arrives.
+type events struct {
+	ps      *redis.PubSub
+	mu      sync.Mutex
+	waiters map[string]chan struct{}
+	done    chan struct{}
+	onEvent func(op byte, id string)
+}
+
+func subscribe(ctx context.Context, rdb redis.UniversalClient, channel string) (*events, error) {
+	ps := rdb.Subscribe(ctx, channel)
+	// Wait for the confirmation: a waiter registered after New returns must not miss a wake.
+	if _, err := ps.Receive(ctx); err != nil {
+		_ = ps.Close()
+		return nil, fmt.Errorf("cache: subscribing to %s: %w", channel, err)
+	}
+	e := &events{ps: ps, waiters: map[string]chan struct{}{}, done: make(chan struct{})}
+	go e.run()
+	return e, nil
+}
+
+func (e *events) run() {
+	defer close(e.done)
+	for msg := range e.ps.Channel() {
+		if len(msg.Payload) < 2 || msg.Payload[1] != ':' {
+			continue
+		}
+		id := msg.Payload[2:]
+		e.mu.Lock()
+		ch, ok := e.waiters[id]
+		delete(e.waiters, id)
+		hook := e.onEvent
+		e.mu.Unlock()
+		if ok {
+			close(ch)
+		}
+		if hook != nil {
+			hook(msg.Payload[0], id)
+		}
+	}
+}
+
+// wait returns a channel closed at the next event for id. Register before checking state,
+// so an event between the check and the wait is not lost.
+func (e *events) wait(id string) <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch, ok := e.waiters[id]
+	if !ok {
+		ch = make(chan struct{})
+		e.waiters[id] = ch
+	}
+	return ch
+}
+
+func (e *events) close() error {
+	err := e.ps.Close()
+	<-e.done
+	return err
+}
