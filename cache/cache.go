@@ -56,9 +56,10 @@ type Options struct {
 	LeaseTTL    time.Duration // how long one load may hold the lease before another may take over (5 s)
 	LoadTimeout time.Duration // deadline of a shared load, detached from any caller (LeaseTTL)
 
-	Codec   Codec    // JSON
-	Filter  Filter   // optional Bloom filter on the read path
-	Metrics *Metrics // optional Prometheus collectors
+	Codec   Codec         // JSON
+	Filter  Filter        // optional Bloom filter on the read path
+	Local   *LocalOptions // optional in-process L1, invalidated across processes
+	Metrics *Metrics      // optional Prometheus collectors
 
 	// OutageLoads bounds concurrent loader calls made because Redis is failing (8).
 	// Negative disables the fallback: Redis errors are returned.
@@ -127,6 +128,7 @@ type Cache[V any] struct {
 	outage  *semaphore.Weighted
 	events  *events
 	rebuild *rebuildPool
+	l1      *local[V]
 }
 
 // New returns a cache on rdb (a single node or a Cluster client). It subscribes to the
@@ -135,11 +137,11 @@ func New[V any](ctx context.Context, rdb redis.UniversalClient, opts Options) (*
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	c := &Cache[V]{rdb: rdb, opts: opts, stats: opts.Metrics.bind(opts.Name)}
+	c := &Cache[V]{rdb: rdb, opts: opts, stats: opts.Metrics.bind(opts.Name), l1: newLocal[V](opts.Local)}
 	if opts.OutageLoads > 0 {
 		c.outage = semaphore.NewWeighted(int64(opts.OutageLoads))
 	}
-	ev, err := subscribe(ctx, rdb, c.channel())
+	ev, err := subscribe(ctx, rdb, c.channel(), c.l1.invalidate)
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +201,10 @@ func (c *Cache[V]) Get(ctx context.Context, id string) (V, error) {
 	if c.rejectedByFilter(ctx, id) {
 		return zero, ErrNotFound
 	}
+	if v, err, ok := c.fromLocal(id); ok {
+		return v, err
+	}
+	since := c.l1.begin(id)
 	b, err := c.rdb.Get(ctx, c.Key(id)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		c.stats.misses.Inc()
@@ -212,7 +218,31 @@ func (c *Cache[V]) Get(ctx context.Context, id string) (V, error) {
 		c.stats.misses.Inc()
 		return zero, ErrMiss
 	}
-	return c.value(e)
+	return c.remember(id, e, since)
+}
+
+// fromLocal answers from L1 when it holds a live copy.
+func (c *Cache[V]) fromLocal(id string) (V, error, bool) {
+	e, ok := c.l1.get(id)
+	if !ok {
+		var zero V
+		return zero, nil, false
+	}
+	c.stats.localHits.Inc()
+	if e.absent {
+		return e.v, ErrNotFound, true
+	}
+	return e.v, nil, true
+}
+
+// remember decodes a Redis entry and keeps a copy in L1 (fresh values only: a logically
+// expired one must go back to Redis so that its rebuild is noticed).
+func (c *Cache[V]) remember(id string, e entry, since uint64) (V, error) {
+	v, err := c.value(e)
+	if (err == nil || errors.Is(err, ErrNotFound)) && (e.expireAt.IsZero() || time.Now().Before(e.expireAt)) {
+		c.l1.put(id, v, e.absent, since)
+	}
+	return v, err
 }
 
 // value decodes an entry, counting the hit.
@@ -276,6 +306,7 @@ func (c *Cache[V]) Set(ctx context.Context, id string, v V) error {
 			return fmt.Errorf("cache: bloom add: %w", err)
 		}
 	}
+	c.l1.invalidate(id)
 	return c.runSet(ctx, id, b, ttl)
 }
 
@@ -284,6 +315,7 @@ func (c *Cache[V]) Set(ctx context.Context, id string, v V) error {
 func (c *Cache[V]) Delete(ctx context.Context, ids ...string) error {
 	var errs []error
 	for _, id := range ids {
+		c.l1.invalidate(id)
 		errs = append(errs, c.runSet(ctx, id, nil, 0))
 	}
 	return errors.Join(errs...)
@@ -307,17 +339,17 @@ type events struct {
 	mu      sync.Mutex
 	waiters map[string]chan struct{}
 	done    chan struct{}
-	onEvent func(op byte, id string)
+	onEvent func(id string)
 }
 
-func subscribe(ctx context.Context, rdb redis.UniversalClient, channel string) (*events, error) {
+func subscribe(ctx context.Context, rdb redis.UniversalClient, channel string, onEvent func(id string)) (*events, error) {
 	ps := rdb.Subscribe(ctx, channel)
 	// Wait for the confirmation: a waiter registered after New returns must not miss a wake.
 	if _, err := ps.Receive(ctx); err != nil {
 		_ = ps.Close()
 		return nil, fmt.Errorf("cache: subscribing to %s: %w", channel, err)
 	}
-	e := &events{ps: ps, waiters: map[string]chan struct{}{}, done: make(chan struct{})}
+	e := &events{ps: ps, waiters: map[string]chan struct{}{}, done: make(chan struct{}), onEvent: onEvent}
 	go e.run()
 	return e, nil
 }
@@ -332,14 +364,11 @@ func (e *events) run() {
 		e.mu.Lock()
 		ch, ok := e.waiters[id]
 		delete(e.waiters, id)
-		hook := e.onEvent
 		e.mu.Unlock()
 		if ok {
 			close(ch)
 		}
-		if hook != nil {
-			hook(msg.Payload[0], id)
-		}
+		e.onEvent(id)
 	}
 }
 

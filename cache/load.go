@@ -26,6 +26,10 @@ func (c *Cache[V]) GetOrLoad(ctx context.Context, id string, load Loader[V]) (V,
 	if c.rejectedByFilter(ctx, id) {
 		return zero, ErrNotFound
 	}
+	if v, err, ok := c.fromLocal(id); ok {
+		return v, err
+	}
+	since := c.l1.begin(id)
 	b, err := c.rdb.Get(ctx, c.Key(id)).Bytes()
 	switch {
 	case err == nil:
@@ -34,7 +38,7 @@ func (c *Cache[V]) GetOrLoad(ctx context.Context, id string, load Loader[V]) (V,
 				c.stats.staleServed.Inc()
 				c.rebuild.submit(id, func() { c.refresh(id, load) })
 			}
-			return c.value(e)
+			return c.remember(id, e, since)
 		}
 	case errors.Is(err, redis.Nil):
 	case ctx.Err() != nil:

@@ -9,12 +9,13 @@ import (
 // Metrics are the cache's Prometheus collectors, labelled by cache name. One Metrics can
 // serve many caches; register it once.
 type Metrics struct {
-	Hits, Misses, AbsentHits, BloomRejects *prometheus.CounterVec
-	Loads, LoadErrors, StaleServed         *prometheus.CounterVec
-	StaleSetsRejected, OutageLoads         *prometheus.CounterVec
-	RebuildsDropped                        *prometheus.CounterVec
-	LockWaits                              *prometheus.HistogramVec
-	RebuildQueue                           *prometheus.GaugeVec
+	Hits, LocalHits, Misses, AbsentHits *prometheus.CounterVec
+	BloomRejects                        *prometheus.CounterVec
+	Loads, LoadErrors, StaleServed      *prometheus.CounterVec
+	StaleSetsRejected, OutageLoads      *prometheus.CounterVec
+	RebuildsDropped                     *prometheus.CounterVec
+	LockWaits                           *prometheus.HistogramVec
+	RebuildQueue                        *prometheus.GaugeVec
 }
 
 // NewMetrics creates the collectors and registers them with reg (if not nil).
@@ -23,7 +24,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "surge", Subsystem: "cache", Name: name, Help: help}, []string{"cache"})
 	}
 	m := &Metrics{
-		Hits:              counter("hits_total", "Reads answered with a cached value."),
+		Hits:              counter("hits_total", "Reads answered with a value from Redis."),
+		LocalHits:         counter("local_hits_total", "Reads answered by the in-process L1 (values and absences)."),
 		Misses:            counter("misses_total", "Reads that found nothing cached."),
 		AbsentHits:        counter("absent_hits_total", "Reads answered by a cached absence marker."),
 		BloomRejects:      counter("bloom_rejects_total", "Reads answered absent by the Bloom filter without Redis or the loader."),
@@ -43,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"cache"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Hits, m.Misses, m.AbsentHits, m.BloomRejects, m.Loads, m.LoadErrors,
+		reg.MustRegister(m.Hits, m.LocalHits, m.Misses, m.AbsentHits, m.BloomRejects, m.Loads, m.LoadErrors,
 			m.StaleServed, m.StaleSetsRejected, m.OutageLoads, m.RebuildsDropped, m.LockWaits, m.RebuildQueue)
 	}
 	return m
@@ -52,12 +54,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // stats is a Metrics bound to one cache name. Without Metrics the collectors are private,
 // unregistered ones: counting stays branch-free and costs one atomic add.
 type stats struct {
-	hits, misses, absentHits, bloomRejects prometheus.Counter
-	loads, loadErrors, staleServed         prometheus.Counter
-	staleSetsRejected, outageLoads         prometheus.Counter
-	rebuildsDropped                        prometheus.Counter
-	lockWaits                              prometheus.Observer
-	rebuildQueue                           prometheus.Gauge
+	hits, localHits, misses, absentHits prometheus.Counter
+	bloomRejects                        prometheus.Counter
+	loads, loadErrors, staleServed      prometheus.Counter
+	staleSetsRejected, outageLoads      prometheus.Counter
+	rebuildsDropped                     prometheus.Counter
+	lockWaits                           prometheus.Observer
+	rebuildQueue                        prometheus.Gauge
 }
 
 func (m *Metrics) bind(name string) *stats {
@@ -65,7 +68,7 @@ func (m *Metrics) bind(name string) *stats {
 		m = NewMetrics(nil)
 	}
 	return &stats{
-		hits: m.Hits.WithLabelValues(name), misses: m.Misses.WithLabelValues(name),
+		hits: m.Hits.WithLabelValues(name), localHits: m.LocalHits.WithLabelValues(name), misses: m.Misses.WithLabelValues(name),
 		absentHits: m.AbsentHits.WithLabelValues(name), bloomRejects: m.BloomRejects.WithLabelValues(name),
 		loads: m.Loads.WithLabelValues(name), loadErrors: m.LoadErrors.WithLabelValues(name),
 		staleServed: m.StaleServed.WithLabelValues(name), staleSetsRejected: m.StaleSetsRejected.WithLabelValues(name),
