@@ -11,6 +11,7 @@ test: services vet
 ## services: make sure the real services the tests use are installed and running
 services:
 	bash scripts/ensure-redis.sh
+	bash scripts/ensure-redis-cluster.sh
 	bash scripts/ensure-mariadb.sh
 	bash scripts/ensure-chromium.sh
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/surgekit/surge/ent/user"
 	"github.com/surgekit/surge/internal/apperr"
 	"github.com/surgekit/surge/internal/auth"
@@ -41,7 +43,8 @@ func (c *captureSender) code(phone string) string {
 	return c.codes[phone]
 }
 
-func newService(t *testing.T, opts auth.Options) (*auth.Service, *captureSender, *store.DB) {
+// newService builds the service on rdb (a single node or a Cluster client) and a fresh database.
+func newService(t *testing.T, rdb redis.UniversalClient, opts auth.Options) (*auth.Service, *captureSender, *store.DB) {
 	t.Helper()
 	db, err := store.OpenMySQL(testenv.MySQL(t))
 	if err != nil {
@@ -55,7 +58,7 @@ func newService(t *testing.T, opts auth.Options) (*auth.Service, *captureSender,
 	if opts.Sender == nil {
 		opts.Sender = s
 	}
-	return auth.New(testenv.Redis(t), db.Ent, opts), s, db
+	return auth.New(rdb, db.Ent, opts), s, db
 }
 
 func wrongCode(right string) string {
@@ -65,10 +68,17 @@ func wrongCode(right string) string {
 	return "000000"
 }
 
+// Every test that reaches Redis runs twice through testenv.EachRedis: as subtest "single" on one
+// Redis node and as "cluster" on the 3-master Redis Cluster, where a script or multi-key command
+// whose keys span hash slots fails with CROSSSLOT.
+
 func TestSendCodeStoresCodeWithTTLAndRateLimits(t *testing.T) {
+	testenv.EachRedis(t, testSendCodeStoresCodeWithTTLAndRateLimits)
+}
+
+func testSendCodeStoresCodeWithTTLAndRateLimits(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
-	svc, sender, _ := newService(t, auth.Options{})
-	rdb := testenv.Redis(t)
+	svc, sender, _ := newService(t, rdb, auth.Options{})
 	phone := testenv.Phone()
 
 	sent, err := svc.SendCode(ctx, phone)
@@ -91,9 +101,11 @@ func TestSendCodeStoresCodeWithTTLAndRateLimits(t *testing.T) {
 	}
 }
 
-func TestSendCodeDailyLimit(t *testing.T) {
+func TestSendCodeDailyLimit(t *testing.T) { testenv.EachRedis(t, testSendCodeDailyLimit) }
+
+func testSendCodeDailyLimit(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
-	svc, _, _ := newService(t, auth.Options{SendInterval: time.Millisecond, SendsPerDay: 3})
+	svc, _, _ := newService(t, rdb, auth.Options{SendInterval: time.Millisecond, SendsPerDay: 3})
 	phone := testenv.Phone()
 	for i := 0; i < 3; i++ {
 		if _, err := svc.SendCode(ctx, phone); err != nil {
@@ -107,8 +119,9 @@ func TestSendCodeDailyLimit(t *testing.T) {
 	}
 }
 
+// Bad phones are refused before any Redis call, so one Redis kind is enough here.
 func TestSendCodeRejectsBadPhone(t *testing.T) {
-	svc, sender, _ := newService(t, auth.Options{})
+	svc, sender, _ := newService(t, testenv.Redis(t), auth.Options{})
 	for _, p := range []string{"", "12345678901", "1380000000", "138000000001", "23800000000", "1380000000a", "+8613800000000"} {
 		_, err := svc.SendCode(context.Background(), p)
 		if apperr.CodeOf(err) != apperr.BadUserInput {
@@ -121,9 +134,13 @@ func TestSendCodeRejectsBadPhone(t *testing.T) {
 }
 
 func TestSendFailureReleasesCooldown(t *testing.T) {
+	testenv.EachRedis(t, testSendFailureReleasesCooldown)
+}
+
+func testSendFailureReleasesCooldown(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	sender := &captureSender{fail: errors.New("sms gateway down")}
-	svc, _, _ := newService(t, auth.Options{Sender: sender})
+	svc, _, _ := newService(t, rdb, auth.Options{Sender: sender})
 	phone := testenv.Phone()
 	if _, err := svc.SendCode(ctx, phone); err == nil {
 		t.Fatal("send with a failing gateway succeeded")
@@ -137,8 +154,12 @@ func TestSendFailureReleasesCooldown(t *testing.T) {
 }
 
 func TestLoginWrongCodeLocksAfterFiveTries(t *testing.T) {
+	testenv.EachRedis(t, testLoginWrongCodeLocksAfterFiveTries)
+}
+
+func testLoginWrongCodeLocksAfterFiveTries(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
-	svc, sender, _ := newService(t, auth.Options{})
+	svc, sender, _ := newService(t, rdb, auth.Options{})
 	phone := testenv.Phone()
 	if _, err := svc.SendCode(ctx, phone); err != nil {
 		t.Fatal(err)
@@ -156,8 +177,12 @@ func TestLoginWrongCodeLocksAfterFiveTries(t *testing.T) {
 }
 
 func TestLoginParallelGuessesCannotExceedLimit(t *testing.T) {
+	testenv.EachRedis(t, testLoginParallelGuessesCannotExceedLimit)
+}
+
+func testLoginParallelGuessesCannotExceedLimit(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
-	svc, sender, _ := newService(t, auth.Options{})
+	svc, sender, _ := newService(t, rdb, auth.Options{})
 	phone := testenv.Phone()
 	if _, err := svc.SendCode(ctx, phone); err != nil {
 		t.Fatal(err)
@@ -184,10 +209,11 @@ func TestLoginParallelGuessesCannotExceedLimit(t *testing.T) {
 	}
 }
 
-func TestLoginSessionLifecycle(t *testing.T) {
+func TestLoginSessionLifecycle(t *testing.T) { testenv.EachRedis(t, testLoginSessionLifecycle) }
+
+func testLoginSessionLifecycle(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
-	svc, sender, db := newService(t, auth.Options{SessionTTL: 30 * time.Minute})
-	rdb := testenv.Redis(t)
+	svc, sender, db := newService(t, rdb, auth.Options{SessionTTL: 30 * time.Minute})
 	phone := testenv.Phone()
 	if _, err := svc.SendCode(ctx, phone); err != nil {
 		t.Fatal(err)
@@ -256,10 +282,12 @@ func TestLoginSessionLifecycle(t *testing.T) {
 	}
 }
 
-func TestAdminPhonesGetAdminRole(t *testing.T) {
+func TestAdminPhonesGetAdminRole(t *testing.T) { testenv.EachRedis(t, testAdminPhonesGetAdminRole) }
+
+func testAdminPhonesGetAdminRole(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	admin := testenv.Phone()
-	svc, sender, _ := newService(t, auth.Options{AdminPhones: []string{admin}})
+	svc, sender, _ := newService(t, rdb, auth.Options{AdminPhones: []string{admin}})
 	if _, err := svc.SendCode(ctx, admin); err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package testenv connects tests to the real services `make test` starts: Redis on loopback
-// and MariaDB with a fresh database per test. Nothing here is a mock; a missing service fails
+// (a single node and a local 3-master Redis Cluster) and MariaDB with a fresh database per test. Nothing here is a mock; a missing service fails
 // the test with the command that starts it.
 package testenv
 
@@ -40,6 +40,63 @@ func Redis(t testing.TB) redis.UniversalClient {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// ClusterAddrs are the seed nodes of the real Redis Cluster the tests use
+// (SURGE_TEST_REDIS_CLUSTER_ADDRS, comma-separated, default 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103;
+// scripts/ensure-redis-cluster.sh starts that cluster and prints the variable).
+func ClusterAddrs() []string {
+	var addrs []string
+	for _, a := range strings.Split(env("SURGE_TEST_REDIS_CLUSTER_ADDRS", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
+// Cluster returns a Cluster client to the real Redis Cluster, after checking that every master
+// answers and reports cluster_state:ok. Tests share it, so they use unique keys (see Phone).
+// Multi-key commands and scripts must keep their keys in one hash slot, or the cluster answers
+// CROSSSLOT.
+func Cluster(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	addrs := ClusterAddrs()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		_ = c.Close()
+		t.Fatalf("real Redis Cluster at %s %s: run `make test` or scripts/ensure-redis-cluster.sh",
+			strings.Join(addrs, ","), fmt.Sprintf(format, args...))
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		fail("is not answering (%v)", err)
+	}
+	err := c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		info, err := node.ClusterInfo(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("%s: CLUSTER INFO: %w", node.Options().Addr, err)
+		}
+		if !strings.Contains(info, "cluster_state:ok") {
+			return fmt.Errorf("%s: CLUSTER INFO does not say cluster_state:ok", node.Options().Addr)
+		}
+		return nil
+	})
+	if err != nil {
+		fail("is not healthy (%v)", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// EachRedis runs fn twice, as the subtests "single" (on Redis) and "cluster" (on Cluster), so a
+// suite proves it works on a single node and on Redis Cluster alike.
+func EachRedis(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient)) {
+	t.Helper()
+	t.Run("single", func(t *testing.T) { fn(t, Redis(t)) })
+	t.Run("cluster", func(t *testing.T) { fn(t, Cluster(t)) })
 }
 
 // baseDSN points at the server with a user allowed to create surge_* databases
