@@ -34,4 +34,18 @@ var (
 	CacheRelease = load("cache_release.lua")
 	// CacheSet sets or deletes a value and revokes any lease.
 	CacheSet = load("cache_set.lua")
+	// BloomTest answers, for each id, whether all of its k bits are set in a Bloom filter bitmap:
+	// one read-only round trip for a whole batch of ids.
+	BloomTest = load("bloom_test.lua")
+	// BloomAdd sets ids' bits in a built Bloom filter, and in the one being rebuilt if a rebuild
+	// runs, in one round trip; it never creates a filter.
+	BloomAdd = load("bloom_add.lua")
+	// BloomRebuildBegin takes a Bloom filter's rebuild lease and allocates the bitmap to build.
+	BloomRebuildBegin = load("bloom_rebuild_begin.lua")
+	// BloomRebuildAdd writes one batch of a rebuild's bits, if the rebuild still holds the lease.
+	BloomRebuildAdd = load("bloom_rebuild_add.lua")
+	// BloomRebuildCommit atomically swaps a rebuilt Bloom filter (bitmap and meta) in.
+	BloomRebuildCommit = load("bloom_rebuild_commit.lua")
+	// BloomRebuildAbort drops a half-built Bloom filter and releases the lease.
+	BloomRebuildAbort = load("bloom_rebuild_abort.lua")
 )

@@ -1,0 +1,340 @@
+package cache
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"iter"
+	"strconv"
+	"time"
+
+	"github.com/bits-and-blooms/bloom/v3"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/lua"
+)
+
+const (
+	// maxRedisBits is the largest bitmap Redis holds (a 512 MiB string).
+	maxRedisBits = 1 << 32
+	// maxPositionsPerCall bounds one script call's ARGV. Ids per call are
+	// min(1000, maxPositionsPerCall/k): 1000 ids for k ≤ 16 (fpRate ≥ about 1e-5).
+	maxPositionsPerCall = 16000
+	// rebuildLease is how long a Rebuild keeps its lease without writing a batch; every batch
+	// renews it. A crashed rebuild blocks the next one at most this long.
+	rebuildLease = time.Minute
+)
+
+// RedisFilter is a Bloom filter shared by every process through one Redis bitmap.
+//
+// Keys, all with the hash tag {<name>} so they share one Cluster slot and the multi-key scripts
+// (and the RENAME of a rebuild) run on Redis Cluster:
+//
+//	bloom:{<name>}                the bitmap, m bits
+//	bloom:{<name>}:meta           hash {m, k} it was built with
+//	bloom:{<name>}:rebuild        the bitmap a Rebuild is building
+//	bloom:{<name>}:rebuild:meta   hash {token, m, k}: the rebuild's lease, it expires
+//
+// Bit positions are bloom.Locations(id, k) modulo m, computed here, so the scripts only read or
+// set bits and a LocalFilter with the same parameters agrees bit for bit. Test, TestMany and Add
+// cost one round trip whatever the number of ids: one script call per chunk of up to 1000 ids,
+// all chunks in one pipeline. Test runs its script with EVALSHA_RO (Redis 7.0 or later), so
+// it is a read for replicas and ACLs.
+//
+// Only Rebuild creates the filter: Add on a filter that does not exist (never built, or lost by
+// a Redis restart or flush) records nothing and returns ErrNotBuilt, and Test answers "maybe
+// present" with ErrNotBuilt. A filter recreated by Add would hold only the new ids and turn
+// every older row into a miss.
+type RedisFilter struct {
+	rdb      redis.UniversalClient
+	name     string
+	expected uint
+	fpRate   float64
+	m, k     uint
+	perCall  int      // ids per script call
+	keys     []string // live, meta, rebuild, rebuild meta
+	mk       []any    // ARGV head: m, k
+}
+
+// NewRedisFilter returns a client for the filter name, sized for expected ids at false-positive
+// rate fpRate (0 < fpRate < 1). It does not touch Redis; every client of one filter must use the
+// same expected and fpRate (ErrParamsMismatch otherwise). Call Rebuild once to create the filter.
+func NewRedisFilter(rdb redis.UniversalClient, name string, expected uint, fpRate float64) (*RedisFilter, error) {
+	if rdb == nil {
+		return nil, errors.New("cache: bloom filter: nil Redis client")
+	}
+	if name == "" {
+		return nil, errors.New("cache: bloom filter: empty name")
+	}
+	m, k, err := bloomParams(expected, fpRate)
+	if err != nil {
+		return nil, err
+	}
+	if m > maxRedisBits {
+		return nil, fmt.Errorf("cache: bloom filter %q: %d ids at rate %g need %d bits, a Redis bitmap holds at most 2^32: split the ids over several filters", name, expected, fpRate, m)
+	}
+	key := "bloom:{" + name + "}"
+	return &RedisFilter{
+		rdb: rdb, name: name, expected: expected, fpRate: fpRate, m: m, k: k,
+		perCall: max(1, min(rebuildBatch, maxPositionsPerCall/int(k))),
+		keys:    []string{key, key + ":meta", key + ":rebuild", key + ":rebuild:meta"},
+		mk:      []any{strconv.FormatUint(uint64(m), 10), strconv.FormatUint(uint64(k), 10)},
+	}, nil
+}
+
+// Key is the filter's bitmap key, bloom:{<name>}; its other keys start with it.
+func (f *RedisFilter) Key() string { return f.keys[0] }
+
+// Test reports whether id may have been added (false: it certainly was not). On an error the
+// answer is true, "maybe present".
+func (f *RedisFilter) Test(ctx context.Context, id string) (bool, error) {
+	out, err := f.TestMany(ctx, []string{id})
+	return out[0], err
+}
+
+// TestMany tests every id in one round trip, answering in the order of ids. On an error every
+// answer is true, "maybe present".
+func (f *RedisFilter) TestMany(ctx context.Context, ids []string) ([]bool, error) {
+	out := make([]bool, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	fail := func(err error) ([]bool, error) {
+		for i := range out {
+			out[i] = true
+		}
+		return out, err
+	}
+	replies, err := f.eval(ctx, lua.BloomTest, true, f.keys[:2], f.mk, ids)
+	if err != nil {
+		return fail(err)
+	}
+	i := 0
+	for _, r := range replies {
+		vals, err := f.status(r)
+		if err != nil {
+			return fail(err)
+		}
+		for _, v := range vals {
+			if i == len(out) {
+				return fail(errors.New("cache: bloom test: more answers than ids"))
+			}
+			bit, ok := v.(int64)
+			if !ok {
+				return fail(fmt.Errorf("cache: bloom test: unexpected answer %v", v))
+			}
+			out[i] = bit == 1
+			i++
+		}
+	}
+	if i != len(out) {
+		return fail(fmt.Errorf("cache: bloom test: %d answers for %d ids", i, len(out)))
+	}
+	return out, nil
+}
+
+// Add records ids in one round trip; while a Rebuild runs they go into the filter being built
+// too, so the swap cannot lose them. It returns ErrNotBuilt, recording nothing, when the filter
+// does not exist and no Rebuild runs: the next Rebuild reads them from the source of truth.
+//
+// During a Rebuild that changes the parameters, clients with the new ones write only the filter
+// being built, and clients with the old ones get ErrParamsMismatch: their ids could not reach
+// the filter about to go live.
+func (f *RedisFilter) Add(ctx context.Context, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	replies, err := f.eval(ctx, lua.BloomAdd, false, f.keys, f.mk, ids)
+	if err != nil {
+		return err
+	}
+	for _, r := range replies {
+		if _, err := f.status(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Rebuild replaces the filter's contents with ids (typically every id of the table the cache
+// fronts), creating the filter if needed, and returns how many ids it read. It is also the way
+// to change expected or fpRate: it builds with this client's parameters.
+//
+// It builds into bloom:{<name>}:rebuild, writing the ids in batches of up to 1000 per script
+// call (one round trip each), then RENAMEs it over the live bitmap in one atomic script: readers see the old filter
+// until that instant and never a half-built one. Ids added with Add meanwhile go into both.
+//
+// If the source fails, cancel ctx (context.WithCancelCause): Rebuild then drops the half-built
+// bitmap, returns the cause and leaves the live filter as it was. Only one Rebuild per filter
+// runs at a time (ErrRebuildRunning), across processes, guarded by a lease that every batch
+// renews and that expires after a minute without one (ErrRebuildLost).
+func (f *RedisFilter) Rebuild(ctx context.Context, ids iter.Seq[string]) (n int, err error) {
+	token := randomToken()
+	lease := rebuildLease.Milliseconds()
+	started, err := lua.BloomRebuildBegin.Run(ctx, f.rdb, f.keys[2:], token, f.mk[0], f.mk[1], lease).Int()
+	if err != nil {
+		return 0, fmt.Errorf("cache: bloom rebuild of %q: %w", f.name, err)
+	}
+	if started == 0 {
+		return 0, fmt.Errorf("%w: %s is held", ErrRebuildRunning, f.keys[3])
+	}
+	committed := false
+	defer func() {
+		if !committed { // an error, or a panic in the source
+			// Clean up even when ctx is what failed; the lease expiring would do it too.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = lua.BloomRebuildAbort.Run(actx, f.rdb, f.keys[2:], token).Err()
+		}
+	}()
+
+	lost := fmt.Errorf("%w: %q, its live filter is unchanged", ErrRebuildLost, f.name)
+	args := make([]any, 0, 2+f.perCall*int(f.k))
+	batch := 0
+	flush := func() error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("cache: bloom rebuild of %q aborted: %w", f.name, context.Cause(ctx))
+		}
+		if batch == 0 {
+			return nil
+		}
+		ok, err := lua.BloomRebuildAdd.Run(ctx, f.rdb, f.keys[2:], args...).Int()
+		if err != nil {
+			return fmt.Errorf("cache: bloom rebuild of %q: %w", f.name, err)
+		}
+		if ok == 0 {
+			return lost
+		}
+		args, batch = args[:0], 0
+		return nil
+	}
+	for id := range ids {
+		if batch == 0 {
+			args = append(args[:0], token, lease)
+		}
+		args = f.appendPositions(args, id)
+		n, batch = n+1, batch+1
+		if batch == f.perCall {
+			if err := flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return n, err
+	}
+	ok, err := lua.BloomRebuildCommit.Run(ctx, f.rdb, f.keys, token).Int()
+	if err != nil {
+		return n, fmt.Errorf("cache: bloom rebuild of %q: %w", f.name, err)
+	}
+	if ok == 0 {
+		return n, lost
+	}
+	committed = true
+	return n, nil
+}
+
+// appendPositions appends id's k bit positions: the ones bloom.BloomFilter sets for id.
+func (f *RedisFilter) appendPositions(args []any, id string) []any {
+	for _, loc := range bloom.Locations([]byte(id), f.k) {
+		args = append(args, loc%uint64(f.m))
+	}
+	return args
+}
+
+// eval runs script once per chunk of ids (ARGV: head, then the chunk's positions), every chunk
+// in one pipeline, and returns the replies in chunk order.
+func (f *RedisFilter) eval(ctx context.Context, script *redis.Script, readOnly bool, keys []string, head []any, ids []string) ([]any, error) {
+	var chunks [][]any
+	for len(ids) > 0 {
+		c := ids[:min(len(ids), f.perCall)]
+		ids = ids[len(c):]
+		args := make([]any, 0, len(head)+len(c)*int(f.k))
+		args = append(args, head...)
+		for _, id := range c {
+			args = f.appendPositions(args, id)
+		}
+		chunks = append(chunks, args)
+	}
+	if len(chunks) == 1 { // Run loads the script on NOSCRIPT by itself.
+		var cmd *redis.Cmd
+		if readOnly {
+			cmd = script.RunRO(ctx, f.rdb, keys, chunks[0]...)
+		} else {
+			cmd = script.Run(ctx, f.rdb, keys, chunks[0]...)
+		}
+		v, err := cmd.Result()
+		if err != nil {
+			return nil, fmt.Errorf("cache: bloom filter %q: %w", f.name, err)
+		}
+		return []any{v}, nil
+	}
+	run := func(bySHA bool) ([]*redis.Cmd, error) {
+		cmds := make([]*redis.Cmd, len(chunks))
+		_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, args := range chunks {
+				switch {
+				case bySHA && readOnly:
+					cmds[i] = script.EvalShaRO(ctx, p, keys, args...)
+				case bySHA:
+					cmds[i] = script.EvalSha(ctx, p, keys, args...)
+				case readOnly:
+					cmds[i] = script.EvalRO(ctx, p, keys, args...)
+				default:
+					cmds[i] = script.Eval(ctx, p, keys, args...)
+				}
+			}
+			return nil
+		})
+		return cmds, err
+	}
+	cmds, err := run(true)
+	if errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// Script cache empty (restart, failover, SCRIPT FLUSH): send the source once more. Safe
+		// to repeat: setting bits is idempotent and testing them reads only.
+		cmds, err = run(false)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cache: bloom filter %q: %w", f.name, err)
+	}
+	replies := make([]any, len(cmds))
+	for i, c := range cmds {
+		replies[i] = c.Val()
+	}
+	return replies, nil
+}
+
+// status decodes the status a test or add script puts first in its reply and returns the rest.
+func (f *RedisFilter) status(reply any) ([]any, error) {
+	vals, ok := reply.([]any)
+	if !ok || len(vals) == 0 {
+		return nil, fmt.Errorf("cache: bloom filter %q: unexpected script reply %v", f.name, reply)
+	}
+	code, _ := vals[0].(int64)
+	switch code {
+	case 1:
+		return vals[1:], nil
+	case 0:
+		return nil, fmt.Errorf("%w: %q (no %s): call Rebuild with every existing id; until then every id is maybe present", ErrNotBuilt, f.name, f.keys[0])
+	case -1, -2:
+		var m, k any
+		if len(vals) == 3 {
+			m, k = vals[1], vals[2]
+		}
+		which := "filter"
+		if code == -2 {
+			which = "filter being rebuilt"
+		}
+		return nil, fmt.Errorf("%w: the %s %q in Redis has m=%v k=%v, this client computes m=%d k=%d from expected=%d fpRate=%g; call Rebuild to rebuild it with the new parameters (or use the old ones)",
+			ErrParamsMismatch, which, f.name, m, k, f.m, f.k, f.expected, f.fpRate)
+	}
+	return nil, fmt.Errorf("cache: bloom filter %q: unexpected script status %v", f.name, vals[0])
+}
+
+func randomToken() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
