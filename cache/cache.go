@@ -302,7 +302,9 @@ func (c *Cache[V]) Set(ctx context.Context, id string, v V) error {
 		return err
 	}
 	if c.opts.Filter != nil {
-		if err := c.opts.Filter.Add(ctx, id); err != nil {
+		// An unbuilt filter answers "maybe present" to everything, so nothing is lost by
+		// not adding to it; any other failure is reported.
+		if err := c.opts.Filter.Add(ctx, id); err != nil && !errors.Is(err, ErrNotBuilt) {
 			return fmt.Errorf("cache: bloom add: %w", err)
 		}
 	}
