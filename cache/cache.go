@@ -56,10 +56,14 @@ type Options struct {
 	LeaseTTL    time.Duration // how long one load may hold the lease before another may take over (5 s)
 	LoadTimeout time.Duration // deadline of a shared load, detached from any caller (LeaseTTL)
 
-	Codec   Codec         // JSON
-	Filter  Filter        // optional Bloom filter on the read path
-	Local   *LocalOptions // optional in-process L1, invalidated across processes
-	Metrics *Metrics      // optional Prometheus collectors
+	Codec  Codec  // JSON
+	Filter Filter // optional Bloom filter on the read path
+	// AbsentWithFilter also caches absences in Redis when a Filter is set. Off by default:
+	// the filter already bounds database loads for missing ids to its false-positive rate,
+	// and not caching them keeps those ids from creating Redis keys.
+	AbsentWithFilter bool
+	Local            *LocalOptions // optional in-process L1, invalidated across processes
+	Metrics          *Metrics      // optional Prometheus collectors
 
 	// OutageLoads bounds concurrent loader calls made because Redis is failing (8).
 	// Negative disables the fallback: Redis errors are returned.

@@ -15,7 +15,8 @@
 //     encoded value (an empty string, JSON null and []byte{0} are all values). An optional
 //     Bloom filter (Options.Filter: NewLocalFilter, or NewRedisFilter shared by all processes
 //     as a Redis bitmap) answers ids it has never seen without touching Redis keys or the
-//     database.
+//     database. With a filter set, absences found by its false positives are not written to
+//     Redis (Options.AbsentWithFilter turns that on), so missing ids create no keys.
 //   - Avalanche (many keys expiring together, or Redis failing): TTLs are lengthened by a
 //     random fraction (Options.Jitter) with millisecond precision, so sub-second TTLs are kept
 //     exactly; an optional in-process L1 (Options.Local), invalidated in every process when any
