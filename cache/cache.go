@@ -317,12 +317,26 @@ func (c *Cache[V]) Set(ctx context.Context, id string, v V) error {
 }
 
 // Delete removes the cached values of ids and revokes their leases (the delete of
-// delete-after-write). Every process drops its waiters' and local copies on the event.
+// delete-after-write), in one pipelined round trip. Every process drops its L1 copies and
+// wakes its waiters on the events.
 func (c *Cache[V]) Delete(ctx context.Context, ids ...string) error {
+	if len(ids) == 1 {
+		c.l1.invalidate(ids[0])
+		return c.runSet(ctx, ids[0], nil, 0)
+	}
+	cmds := make([]*redis.Cmd, len(ids))
+	_, _ = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			c.l1.invalidate(id)
+			cmds[i] = lua.CacheSet.Eval(ctx, p, []string{c.Key(id), c.leaseKey(id)}, "", 0, c.channel(), "s:"+id)
+		}
+		return nil
+	})
 	var errs []error
-	for _, id := range ids {
-		c.l1.invalidate(id)
-		errs = append(errs, c.runSet(ctx, id, nil, 0))
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			errs = append(errs, fmt.Errorf("cache: delete %s: %w", c.Key(ids[i]), err))
+		}
 	}
 	return errors.Join(errs...)
 }
