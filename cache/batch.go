@@ -127,9 +127,14 @@ func (c *Cache[V]) loadLeased(ctx context.Context, ids []string, token string, l
 		return err
 	}
 	fills := make([]*redis.Cmd, len(ids))
+	skipAbsent := c.opts.Filter != nil && !c.opts.AbsentWithFilter
 	_, perr := c.rdb.Pipelined(lctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
 			v, ok := found[id]
+			if !ok && skipAbsent {
+				lua.CacheRelease.Eval(lctx, p, []string{c.leaseKey(id)}, token, c.channel(), "r:"+id)
+				continue
+			}
 			b, ttl, err := c.encode(v, !ok)
 			if err != nil {
 				return err

@@ -56,10 +56,14 @@ type Options struct {
 	LeaseTTL    time.Duration // how long one load may hold the lease before another may take over (5 s)
 	LoadTimeout time.Duration // deadline of a shared load, detached from any caller (LeaseTTL)
 
-	Codec   Codec         // JSON
-	Filter  Filter        // optional Bloom filter on the read path
-	Local   *LocalOptions // optional in-process L1, invalidated across processes
-	Metrics *Metrics      // optional Prometheus collectors
+	Codec  Codec  // JSON
+	Filter Filter // optional Bloom filter on the read path
+	// AbsentWithFilter also caches absences in Redis when a Filter is set. Off by default:
+	// the filter already bounds database loads for missing ids to its false-positive rate,
+	// and not caching them keeps those ids from creating Redis keys.
+	AbsentWithFilter bool
+	Local            *LocalOptions // optional in-process L1, invalidated across processes
+	Metrics          *Metrics      // optional Prometheus collectors
 
 	// OutageLoads bounds concurrent loader calls made because Redis is failing (8).
 	// Negative disables the fallback: Redis errors are returned.
@@ -302,7 +306,9 @@ func (c *Cache[V]) Set(ctx context.Context, id string, v V) error {
 		return err
 	}
 	if c.opts.Filter != nil {
-		if err := c.opts.Filter.Add(ctx, id); err != nil {
+		// An unbuilt filter answers "maybe present" to everything, so nothing is lost by
+		// not adding to it; any other failure is reported.
+		if err := c.opts.Filter.Add(ctx, id); err != nil && !errors.Is(err, ErrNotBuilt) {
 			return fmt.Errorf("cache: bloom add: %w", err)
 		}
 	}
@@ -311,12 +317,26 @@ func (c *Cache[V]) Set(ctx context.Context, id string, v V) error {
 }
 
 // Delete removes the cached values of ids and revokes their leases (the delete of
-// delete-after-write). Every process drops its waiters' and local copies on the event.
+// delete-after-write), in one pipelined round trip. Every process drops its L1 copies and
+// wakes its waiters on the events.
 func (c *Cache[V]) Delete(ctx context.Context, ids ...string) error {
+	if len(ids) == 1 {
+		c.l1.invalidate(ids[0])
+		return c.runSet(ctx, ids[0], nil, 0)
+	}
+	cmds := make([]*redis.Cmd, len(ids))
+	_, _ = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			c.l1.invalidate(id)
+			cmds[i] = lua.CacheSet.Eval(ctx, p, []string{c.Key(id), c.leaseKey(id)}, "", 0, c.channel(), "s:"+id)
+		}
+		return nil
+	})
 	var errs []error
-	for _, id := range ids {
-		c.l1.invalidate(id)
-		errs = append(errs, c.runSet(ctx, id, nil, 0))
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			errs = append(errs, fmt.Errorf("cache: delete %s: %w", c.Key(ids[i]), err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -348,10 +348,12 @@ func testWaiterWakeLatency(t *testing.T) {
 		wg.Wait()
 	}
 	slices.Sort(lat)
-	p99 := lat[len(lat)*99/100]
-	t.Logf("wake-up after the value landed, %d waits: p50 %v, p99 %v", len(lat), lat[len(lat)/2], p99)
-	if p99 > 25*time.Millisecond {
-		t.Fatalf("wake-up p99 %v: waiters are not woken by the fill event", p99)
+	p50, p90 := lat[len(lat)/2], lat[len(lat)*9/10]
+	t.Logf("wake-up after the value landed, %d waits: p50 %v, p90 %v, max %v", len(lat), p50, p90, lat[len(lat)-1])
+	// A poller every 100 ms would show a median near 50 ms. Single outliers on a loaded
+	// 2-core machine are not the claim; the median and p90 are.
+	if p50 > 10*time.Millisecond || p90 > 30*time.Millisecond {
+		t.Fatalf("wake-up p50 %v, p90 %v: waiters are not woken by the fill event", p50, p90)
 	}
 }
 

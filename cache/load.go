@@ -138,6 +138,11 @@ func (c *Cache[V]) loadWithLease(ctx context.Context, id string, load Loader[V],
 		_ = lua.CacheRelease.Run(context.WithoutCancel(ctx), c.rdb, []string{c.leaseKey(id)}, token, c.channel(), "r:"+id).Err()
 		return v, err
 	}
+	if absent && c.opts.Filter != nil && !c.opts.AbsentWithFilter {
+		// A Bloom false positive: answer absent without writing a key.
+		_ = lua.CacheRelease.Run(context.WithoutCancel(ctx), c.rdb, []string{c.leaseKey(id)}, token, c.channel(), "r:"+id).Err()
+		return v, ErrNotFound
+	}
 	b, ttl, encErr := c.encode(v, absent)
 	if encErr != nil {
 		_ = lua.CacheRelease.Run(context.WithoutCancel(ctx), c.rdb, []string{c.leaseKey(id)}, token, c.channel(), "r:"+id).Err()

@@ -29,7 +29,7 @@ func main() {
 		// GlobalID gives every table its own 2^32 id range, so node(id:) knows the type.
 		Features: []gen.Feature{gen.FeatureGlobalID, gen.FeatureUpsert, gen.FeatureExecQuery},
 	}
-	if err := entc.Generate("./ent/schema", cfg, entc.Extensions(ex)); err != nil {
+	if err := entc.Generate("./ent/schema", cfg, entc.Extensions(ex), entc.TemplateFiles("ent/template/attach.tmpl")); err != nil {
 		log.Fatalf("running ent codegen: %v", err)
 	}
 }

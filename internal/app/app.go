@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/cache"
 
 	gql "github.com/surgekit/surge/graph"
 	"github.com/surgekit/surge/internal/auth"
@@ -72,7 +75,14 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		sender = auth.LogSender{Logger: a.Log}
 	}
 	a.Auth = auth.New(a.Redis, a.DB.Ent, auth.Options{AdminPhones: cfg.AdminPhones, DevMode: cfg.Dev(), Sender: sender})
-	a.Catalog = catalog.New(a.DB.Ent)
+	registry := prometheus.NewRegistry()
+	a.Catalog, err = catalog.NewCached(ctx, a.DB.Ent, a.Redis, catalog.CacheOptions{
+		Prefix: cfg.CachePrefix, Metrics: cache.NewMetrics(registry), Logger: a.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func() error { a.Catalog.Close(); return nil })
 	res := &gql.Resolver{DB: a.DB.Ent, Auth: a.Auth, Catalog: a.Catalog}
 	a.Handler = server.New(res, server.Options{
 		Introspection: cfg.Introspection,
@@ -81,6 +91,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		MaxDepth:      cfg.MaxDepth,
 		Playground:    playground.Handler("/query"),
 		Logger:        a.Log,
+		Registry:      registry,
 		Health: map[string]func(context.Context) error{
 			"redis":    func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() },
 			"database": a.DB.Ping,

@@ -23,6 +23,7 @@ type Config struct {
 	Introspection bool     // SURGE_INTROSPECTION, -introspection (default: dev mode)
 	MaxComplexity int      // SURGE_MAX_COMPLEXITY, -max-complexity (3000)
 	MaxDepth      int      // SURGE_MAX_DEPTH, -max-depth (10)
+	CachePrefix   string   // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
 	ShutdownGrace time.Duration
 }
 
@@ -58,6 +59,7 @@ func ParseConfig(args []string, getenv func(string) string) (Config, error) {
 	intro := fs.String("introspection", env("SURGE_INTROSPECTION", ""), "allow schema introspection: true/false (SURGE_INTROSPECTION; default: dev mode)")
 	maxComplexity := fs.Int("max-complexity", envInt(getenv, "SURGE_MAX_COMPLEXITY", 3000), "complexity budget per operation (SURGE_MAX_COMPLEXITY)")
 	maxDepth := fs.Int("max-depth", envInt(getenv, "SURGE_MAX_DEPTH", 10), "maximum query depth (SURGE_MAX_DEPTH)")
+	cachePrefix := fs.String("cache-prefix", env("SURGE_CACHE_PREFIX", "cache"), "prefix of cache keys, to share one Redis between deployments (SURGE_CACHE_PREFIX)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -67,7 +69,7 @@ func ParseConfig(args []string, getenv func(string) string) (Config, error) {
 	c := Config{
 		Addr: *addr, DataDir: *dataDir, RedisAddrs: splitList(*redisAddrs), RedisPassword: *redisPassword,
 		MySQLDSN: *dsn, Mode: *mode, AdminPhones: splitList(*admins),
-		MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, ShutdownGrace: 15 * time.Second,
+		MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, CachePrefix: *cachePrefix, ShutdownGrace: 15 * time.Second,
 	}
 	if c.Mode == "" {
 		c.Mode = "production"
@@ -87,6 +89,9 @@ func ParseConfig(args []string, getenv func(string) string) (Config, error) {
 	}
 	if len(c.AdminPhones) == 0 && c.Dev() {
 		c.AdminPhones = []string{DevAdminPhone}
+	}
+	if c.CachePrefix == "" || strings.ContainsAny(c.CachePrefix, "{} ") {
+		return Config{}, fmt.Errorf("invalid cache prefix %q", c.CachePrefix)
 	}
 	if c.MaxComplexity <= 0 || c.MaxDepth <= 0 {
 		return Config{}, fmt.Errorf("max-complexity and max-depth must be positive")

@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/surgekit/surge/cache"
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/shop"
 	"github.com/surgekit/surge/ent/shoptype"
@@ -16,18 +18,39 @@ import (
 	"github.com/surgekit/surge/internal/apperr"
 )
 
-// Service reads and writes the catalog through ent.
+// Service reads and writes the catalog through ent, with the hot reads cached in Redis.
 type Service struct {
 	db *ent.Client
-	// OnShopChanged runs after a shop update commits (cache invalidation hooks in here).
-	OnShopChanged func(ctx context.Context, shopID int)
+	c  *caches
 }
 
-// New returns a catalog Service.
+// New returns a catalog Service without caching (reads go straight to the database).
 func New(db *ent.Client) *Service { return &Service{db: db} }
 
-// Shop returns a shop, or (nil, nil) when there is none.
+// Shop returns a shop, or (nil, nil) when there is none. With caching it is read in mutex
+// mode behind the shop Bloom filter: one database read per key across all servers on a miss,
+// and ids that never existed answered without touching Redis keys or the database.
 func (s *Service) Shop(ctx context.Context, id int) (*ent.Shop, error) {
+	if s.c == nil {
+		return s.loadShop(ctx, id)
+	}
+	sh, err := s.c.shops.GetOrLoad(ctx, strconv.Itoa(id), func(ctx context.Context, _ string) (*ent.Shop, error) {
+		sh, err := s.loadShop(ctx, id)
+		if err == nil && sh == nil {
+			return nil, cache.ErrNotFound
+		}
+		return sh, err
+	})
+	if errors.Is(err, cache.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.db.Shop.Attach(sh), nil
+}
+
+func (s *Service) loadShop(ctx context.Context, id int) (*ent.Shop, error) {
 	sh, err := s.db.Shop.Get(ctx, id)
 	if ent.IsNotFound(err) {
 		return nil, nil
@@ -35,8 +58,23 @@ func (s *Service) Shop(ctx context.Context, id int) (*ent.Shop, error) {
 	return sh, err
 }
 
-// ShopTypes lists every shop type in display order.
+// ShopTypes lists every shop type in display order. With caching the list is kept in logical
+// expiry mode: it never disappears from Redis, and a stale list is served while one
+// background rebuild refreshes it.
 func (s *Service) ShopTypes(ctx context.Context) ([]*ent.ShopType, error) {
+	if s.c == nil {
+		return s.loadShopTypes(ctx)
+	}
+	types, err := s.c.shopTypes.GetOrLoad(ctx, "all", func(ctx context.Context, _ string) ([]*ent.ShopType, error) {
+		return s.loadShopTypes(ctx)
+	})
+	for _, t := range types {
+		s.db.ShopType.Attach(t)
+	}
+	return types, err
+}
+
+func (s *Service) loadShopTypes(ctx context.Context) ([]*ent.ShopType, error) {
 	return s.db.ShopType.Query().Order(ent.Asc(shoptype.FieldSort), ent.Asc(shoptype.FieldID)).All(ctx)
 }
 
@@ -73,7 +111,13 @@ func (s *Service) CreateShop(ctx context.Context, in ent.CreateShopInput) (*ent.
 		return nil, err
 	}
 	sh, err := s.db.Shop.Create().SetInput(in).Save(ctx)
-	return sh, FromEnt(err)
+	if err != nil {
+		return nil, FromEnt(err)
+	}
+	if s.c != nil {
+		s.c.addShop(ctx, sh.ID)
+	}
+	return sh, nil
 }
 
 // UpdateShop validates and applies a partial update; an unknown shop is NOT_FOUND.
@@ -90,15 +134,24 @@ func (s *Service) UpdateShop(ctx context.Context, id int, in ent.UpdateShopInput
 			return nil, err
 		}
 	}
-	sh, err := s.db.Shop.UpdateOneID(id).SetInput(in).Save(ctx)
+	var sh *ent.Shop
+	update := func(ctx context.Context) (err error) {
+		sh, err = s.db.Shop.UpdateOneID(id).SetInput(in).Save(ctx)
+		return err
+	}
+	var err error
+	if s.c != nil {
+		// Delete-after-write, crash-safe: the cache entry goes even if this process dies
+		// between the update and the delete.
+		err = s.c.shops.Invalidate(ctx, strconv.Itoa(id), update)
+	} else {
+		err = update(ctx)
+	}
 	if ent.IsNotFound(err) {
 		return nil, apperr.New(apperr.NotFound, "shop %d not found", id)
 	}
 	if err != nil {
 		return nil, FromEnt(err)
-	}
-	if s.OnShopChanged != nil {
-		s.OnShopChanged(ctx, id)
 	}
 	return sh, nil
 }

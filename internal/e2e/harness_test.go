@@ -58,6 +58,7 @@ func start(t *testing.T, tweak ...func(*app.Config)) *env {
 			"SURGE_MYSQL_DSN":    testenv.MySQL(t),
 			"SURGE_ADMIN_PHONES": admin,
 			"SURGE_SEED":         "true",
+			"SURGE_CACHE_PREFIX": "test" + testenv.Phone(), // tests share Redis, not databases
 		}[k]
 	})
 	if err != nil {

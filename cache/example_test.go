@@ -1,0 +1,133 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/cache"
+	"github.com/surgekit/surge/internal/testenv"
+)
+
+type Shop struct {
+	ID   string
+	Name string
+}
+
+// A stand-in for the database.
+var shopsTable = map[string]Shop{"1": {"1", "Tea House"}, "2": {"2", "Hot Pot"}}
+
+func loadShop(_ context.Context, id string) (Shop, error) {
+	s, ok := shopsTable[id]
+	if !ok {
+		return Shop{}, cache.ErrNotFound // cached as an absence
+	}
+	return s, nil
+}
+
+func exampleClient() redis.UniversalClient {
+	return redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+}
+
+// Mutex mode with the penetration defences: absences are cached and a Redis Bloom filter
+// turns away ids that never existed.
+func ExampleCache_GetOrLoad() {
+	ctx := context.Background()
+	rdb := exampleClient()
+	defer rdb.Close()
+
+	filter, _ := cache.NewRedisFilter(rdb, "example-shop", 10_000, 0.01)
+	_, _ = filter.Rebuild(ctx, slices.Values([]string{"1", "2"})) // e.g. all ids at startup
+	shops, err := cache.New[Shop](ctx, rdb, cache.Options{Name: "example-shop", TTL: time.Minute, Filter: filter})
+	if err != nil {
+		panic(err)
+	}
+	defer shops.Close()
+	defer shops.Delete(ctx, "1")
+
+	s, err := shops.GetOrLoad(ctx, "1", loadShop)
+	fmt.Println(s.Name, err)
+	_, err = shops.GetOrLoad(ctx, "404", loadShop)
+	fmt.Println(errors.Is(err, cache.ErrNotFound))
+	// Output:
+	// Tea House <nil>
+	// true
+}
+
+// Logical expiry: the value stays in Redis; once stale it is served at once while one
+// background rebuild refreshes it.
+func ExampleModeLogical() {
+	ctx := context.Background()
+	rdb := exampleClient()
+	defer rdb.Close()
+	types, _ := cache.New[[]string](ctx, rdb, cache.Options{Name: "example-types", Mode: cache.ModeLogical, TTL: 50 * time.Millisecond})
+	defer types.Close()
+	defer types.Delete(ctx, "all")
+
+	version := 0
+	load := func(context.Context, string) ([]string, error) {
+		version++
+		return []string{fmt.Sprint("v", version)}, nil
+	}
+	v, _ := types.GetOrLoad(ctx, "all", load) // cold: loads synchronously
+	fmt.Println(v)
+	time.Sleep(80 * time.Millisecond)
+	v, _ = types.GetOrLoad(ctx, "all", load) // stale: served at once, rebuild queued
+	fmt.Println(v)
+	for deadline := time.Now().Add(2 * time.Second); v[0] != "v2" && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond) // the rebuild lands shortly
+		v, _ = types.Get(ctx, "all")
+	}
+	fmt.Println(v)
+	// Output:
+	// [v1]
+	// [v1]
+	// [v2]
+}
+
+// Delete-after-write that survives a crash between the database write and the delete.
+func ExampleCache_Invalidate() {
+	ctx := context.Background()
+	rdb := exampleClient()
+	defer rdb.Close()
+	shops, _ := cache.New[Shop](ctx, rdb, cache.Options{Name: "example-inv"})
+	defer shops.Close()
+	defer shops.Delete(ctx, "2")
+
+	// In one process per deployment (or several): deletes what a crash left undone.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go shops.RunInvalidator(runCtx, cache.InvalidatorOptions{})
+
+	s, _ := shops.GetOrLoad(ctx, "2", loadShop)
+	fmt.Println(s.Name)
+	_ = shops.Invalidate(ctx, "2", func(ctx context.Context) error {
+		shopsTable["2"] = Shop{"2", "Hot Pot Deluxe"} // UPDATE … in a real service
+		return nil
+	})
+	s, _ = shops.GetOrLoad(ctx, "2", loadShop)
+	fmt.Println(s.Name)
+	// Output:
+	// Hot Pot
+	// Hot Pot Deluxe
+}
+
+// An in-process L1 in front of Redis, dropped in every process when any process writes.
+func ExampleLocalOptions() {
+	ctx := context.Background()
+	rdb := exampleClient()
+	defer rdb.Close()
+	shops, _ := cache.New[Shop](ctx, rdb, cache.Options{
+		Name:  "example-l1",
+		Local: &cache.LocalOptions{Size: 10_000, TTL: 5 * time.Second},
+	})
+	defer shops.Close()
+	defer shops.Delete(ctx, "1")
+	s, _ := shops.GetOrLoad(ctx, "1", loadShop)
+	fmt.Println(s.Name)
+	// Output: Tea House
+}

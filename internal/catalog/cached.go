@@ -1,0 +1,129 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/cache"
+	"github.com/surgekit/surge/ent"
+)
+
+// CacheOptions configures the catalog's caches.
+type CacheOptions struct {
+	Prefix        string // key prefix of every cache key ("cache")
+	Metrics       *cache.Metrics
+	Logger        *slog.Logger
+	ShopTTL       time.Duration // shop(id) freshness (30 min)
+	ShopTypesTTL  time.Duration // shopTypes logical expiry (10 min)
+	ExpectedShops uint          // Bloom filter sizing (1,000,000)
+}
+
+type caches struct {
+	shops     *cache.Cache[*ent.Shop]
+	shopTypes *cache.Cache[[]*ent.ShopType]
+	filter    *cache.RedisFilter
+	log       *slog.Logger
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// NewCached returns a catalog Service whose hot reads go through Redis caches. It builds
+// the shop Bloom filter from the database and starts the invalidation drainer; Close stops it.
+func NewCached(ctx context.Context, db *ent.Client, rdb redis.UniversalClient, o CacheOptions) (*Service, error) {
+	if o.ShopTTL <= 0 {
+		o.ShopTTL = 30 * time.Minute
+	}
+	if o.ShopTypesTTL <= 0 {
+		o.ShopTypesTTL = 10 * time.Minute
+	}
+	if o.ExpectedShops == 0 {
+		o.ExpectedShops = 1_000_000
+	}
+	if o.Prefix == "" {
+		o.Prefix = "cache"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	c := &caches{log: o.Logger}
+	var err error
+	if c.filter, err = cache.NewRedisFilter(rdb, o.Prefix+":shop", o.ExpectedShops, 0.01); err != nil {
+		return nil, err
+	}
+	if err := c.rebuildFilter(ctx, db); err != nil {
+		return nil, err
+	}
+	if c.shops, err = cache.New[*ent.Shop](ctx, rdb, cache.Options{
+		Name: "shop", Prefix: o.Prefix, TTL: o.ShopTTL, Filter: c.filter, Metrics: o.Metrics,
+	}); err != nil {
+		return nil, err
+	}
+	if c.shopTypes, err = cache.New[[]*ent.ShopType](ctx, rdb, cache.Options{
+		Name: "shop-types", Prefix: o.Prefix, Mode: cache.ModeLogical, TTL: o.ShopTypesTTL, Metrics: o.Metrics,
+	}); err != nil {
+		c.shops.Close()
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	c.stop = stop
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		_ = c.shops.RunInvalidator(runCtx, cache.InvalidatorOptions{})
+	}()
+	return &Service{db: db, c: c}, nil
+}
+
+// rebuildFilter loads every shop id into the Bloom filter. Another server rebuilding at the
+// same moment is fine: its filter will hold the same ids.
+func (c *caches) rebuildFilter(ctx context.Context, db *ent.Client) error {
+	ids, err := db.Shop.Query().IDs(ctx)
+	if err != nil {
+		return fmt.Errorf("catalog: reading shop ids for the Bloom filter: %w", err)
+	}
+	_, err = c.filter.Rebuild(ctx, func(yield func(string) bool) {
+		for _, id := range ids {
+			if !yield(strconv.Itoa(id)) {
+				return
+			}
+		}
+	})
+	if errors.Is(err, cache.ErrRebuildRunning) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("catalog: building the shop Bloom filter: %w", err)
+	}
+	return nil
+}
+
+// addShop puts a new shop id into the Bloom filter. A missing id would make the shop
+// unreadable by id, so failures are retried and then logged loudly.
+func (c *caches) addShop(ctx context.Context, id int) {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = c.filter.Add(context.WithoutCancel(ctx), strconv.Itoa(id)); err == nil || errors.Is(err, cache.ErrNotBuilt) {
+			return
+		}
+		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
+	}
+	c.log.Error("shop missing from the Bloom filter until the next rebuild", "shop", id, "err", err)
+}
+
+// Close stops the invalidation drainer and the caches' subscriptions.
+func (s *Service) Close() {
+	if s.c == nil {
+		return
+	}
+	s.c.stop()
+	s.c.wg.Wait()
+	s.c.shops.Close()
+	s.c.shopTypes.Close()
+}
