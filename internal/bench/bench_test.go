@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -121,34 +122,67 @@ func TestStampedeAcrossProcesses(t *testing.T) {
 	}
 }
 
-// Never-existing ids through the Bloom-filtered cache: about fp of them reach the database, and
-// exactly those are cached as absence markers.
+// A hot id that is a Bloom false positive: with AbsentWithFilter the absence is cached and one
+// process loads it; without, each process loads it in turn (what the cache does by design: the
+// lease is released, not filled, and the next waiting process takes it).
+func TestStampedeFalsePositive(t *testing.T) {
+	for _, cached := range []bool{true, false} {
+		t.Run(fmt.Sprintf("absent-with-filter=%v", cached), func(t *testing.T) {
+			_, res := run(t, "cache-stampede", "-redis-addrs", testenv.RedisAddr(), "-procs", "2", "-goroutines", "10",
+				"-load-time", "20ms", "-false-positive", fmt.Sprintf("-absent-with-filter=%v", cached))
+			n := num(t, res, "db_loads")
+			if cached && n != 1 {
+				t.Errorf("db_loads %v, want 1", n)
+			}
+			if !cached && n < 2 { // at least one per process: nothing is cached between them
+				t.Errorf("db_loads %v, want ≥ 2", n)
+			}
+			if num(t, res, "errors") != 0 {
+				t.Errorf("errors: %v", res)
+			}
+		})
+	}
+}
+
+// Never-existing ids through the Bloom-filtered cache: about fp of them reach the database. By
+// default the absences they find are not cached (no keys, the same loads on a second read);
+// with -absent-with-filter each becomes one absence marker and a second read loads nothing.
 func TestPenetration(t *testing.T) {
-	for _, tg := range targets {
-		for _, mode := range [][]string{{"-batch", "100", "-concurrency", "4"}, {"-batch", "1", "-concurrency", "16"}} {
-			t.Run(tg.name+"/batch"+mode[1], func(t *testing.T) {
-				rdb := tg.rdb(t)
-				missing := "10000"
-				if mode[1] == "1" {
-					missing = "3000" // one round trip per id under -race
+	cases := []struct {
+		name   string
+		tg     target
+		args   []string
+		cached bool
+	}{
+		{"single/batch100", targets[0], []string{"-batch", "100", "-concurrency", "4"}, false},
+		{"single/batch1", targets[0], []string{"-batch", "1", "-concurrency", "16", "-missing", "3000"}, false},
+		{"single/batch100/absent-with-filter", targets[0], []string{"-batch", "100", "-concurrency", "4", "-absent-with-filter"}, true},
+		{"cluster/batch100", targets[1], []string{"-batch", "100", "-concurrency", "4"}, false},
+		{"cluster/batch1/absent-with-filter", targets[1], []string{"-batch", "1", "-concurrency", "16", "-missing", "3000", "-absent-with-filter"}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb := tc.tg.rdb(t)
+			args := append([]string{"cache-penetration", "-redis-addrs", tc.tg.addrs, "-existing", "1000", "-missing", "10000", "-check-existing", "200"}, tc.args...)
+			_, res := run(t, args...)
+			if r := num(t, res, "db_load_ratio"); r > 0.03 {
+				t.Errorf("db_load_ratio %v, want ≤ 0.03", r)
+			}
+			if num(t, res, "errors") != 0 || num(t, res, "existing_not_found") != 0 || num(t, res, "lease_keys_left") != 0 {
+				t.Errorf("errors, false negatives or leases left: %v", res)
+			}
+			loads, again := num(t, res, "db_loads"), num(t, res, "db_loads_repeat")
+			created, absent := num(t, res, "redis_keys_created"), num(t, res, "absence_markers")
+			if tc.cached {
+				if created != absent || absent != loads || again != 0 {
+					t.Errorf("keys created %v, absence markers %v, db loads %v then %v: want one marker per false positive, no repeat loads", created, absent, loads, again)
 				}
-				args := append([]string{"cache-penetration", "-redis-addrs", tg.addrs, "-existing", "1000", "-missing", missing, "-check-existing", "200"}, mode...)
-				_, res := run(t, args...)
-				if r := num(t, res, "db_load_ratio"); r > 0.03 {
-					t.Errorf("db_load_ratio %v, want ≤ 0.03", r)
-				}
-				if num(t, res, "errors") != 0 || num(t, res, "existing_not_found") != 0 {
-					t.Errorf("errors or false negatives: %v", res)
-				}
-				loads, created, absent := num(t, res, "db_loads"), num(t, res, "redis_keys_created"), num(t, res, "absence_markers")
-				if created != absent || absent != loads || num(t, res, "lease_keys_left") != 0 {
-					t.Errorf("keys created %v, absence markers %v, db loads %v, leases left %v: want one marker per false positive",
-						created, absent, loads, res["lease_keys_left"])
-				}
-				noKeysLeft(t, rdb, res["key_prefix"].(string)+":*")
-				noKeysLeft(t, rdb, "bloom:{"+res["key_prefix"].(string)+"}*")
-			})
-		}
+			} else if created != 0 || again != loads {
+				t.Errorf("keys created %v, db loads %v then %v: want no keys, the same loads again", created, loads, again)
+			}
+			noKeysLeft(t, rdb, res["key_prefix"].(string)+":*")
+			noKeysLeft(t, rdb, "bloom:{"+res["key_prefix"].(string)+"}*")
+		})
 	}
 }
 

@@ -32,6 +32,8 @@ type PenetrationResult struct {
 	DBLoads      int64   `json:"db_loads"`
 	DBLoadCalls  int64   `json:"db_load_calls"`
 	DBLoadRatio  float64 `json:"db_load_ratio"`
+	AbsentCached bool    `json:"absent_with_filter"`
+	DBLoadsAgain int64   `json:"db_loads_repeat"`
 	KeysBefore   int     `json:"redis_keys_before"`
 	KeysCreated  int     `json:"redis_keys_created"`
 	AbsentKeys   int     `json:"absence_markers"`
@@ -55,6 +57,8 @@ func runPenetration(ctx context.Context, args []string, out *output) error {
 	fp := fs.Float64("fp", 0.01, "Bloom filter false-positive rate")
 	batch := fs.Int("batch", 500, "ids per read: 1 = GetOrLoad per id, more = LoadMany batches")
 	concurrency := fs.Int("concurrency", 8, "concurrent readers (use ~64 with -batch 1)")
+	absentWithFilter := fs.Bool("absent-with-filter", false, "set cache.Options.AbsentWithFilter: cache the absences the filter's false positives find")
+	repeat := fs.Bool("repeat", true, "read the missing ids a second time and count the database loads again")
 	check := fs.Int("check-existing", 1000, "existing ids read afterwards to check the filter lets them through")
 	timeout := fs.Duration("timeout", 2*time.Minute, "bound on the whole run")
 	if err := fs.Parse(args); err != nil {
@@ -90,7 +94,7 @@ func runPenetration(ctx context.Context, args []string, out *output) error {
 	out.printf("cache-penetration: %d existing ids in a Redis Bloom filter (fp %g), %d never-existing ids read with %s (batch %d, %d readers), Redis %s\n",
 		*existing, *fp, *missing, mode, *batch, *concurrency, com.addrs)
 	res := PenetrationResult{Scenario: "cache-penetration", Redis: com.addrs, KeyPrefix: prefix, Existing: *existing, Missing: *missing,
-		FPRate: *fp, Mode: mode, Batch: *batch, Concurrency: *concurrency}
+		FPRate: *fp, Mode: mode, Batch: *batch, Concurrency: *concurrency, AbsentCached: *absentWithFilter}
 
 	// Existing ids are 1..existing; never-existing ones are existing+1..existing+missing.
 	t0 := time.Now()
@@ -139,7 +143,7 @@ func runPenetration(ctx context.Context, args []string, out *output) error {
 		}
 		return m, nil
 	}
-	c, err := cache.New[Payload](ctx, rdb, cache.Options{Prefix: prefix, Name: "shop", Filter: filter, AbsentTTL: 10 * time.Minute, TTL: 10 * time.Minute})
+	c, err := cache.New[Payload](ctx, rdb, cache.Options{Prefix: prefix, Name: "shop", Filter: filter, AbsentWithFilter: *absentWithFilter, AbsentTTL: 10 * time.Minute, TTL: 10 * time.Minute})
 	if err != nil {
 		return err
 	}
@@ -152,42 +156,45 @@ func runPenetration(ctx context.Context, args []string, out *output) error {
 		errOnce.Do(func() { firstErr = err })
 	}
 	// Readers take batches of ids from a shared counter until every missing id was read.
-	var next atomic.Int64
 	var read atomic.Int64
-	t1 := time.Now()
-	var wg sync.WaitGroup
-	for w := 0; w < *concurrency; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ids := make([]string, 0, *batch)
-			for ctx.Err() == nil {
-				from := next.Add(int64(*batch)) - int64(*batch)
-				if from >= int64(*missing) {
-					return
-				}
-				to := min(from+int64(*batch), int64(*missing))
-				ids = ids[:0]
-				for i := from; i < to; i++ {
-					ids = append(ids, strconv.FormatInt(int64(*existing)+1+i, 10))
-				}
-				if *batch == 1 {
-					if _, err := c.GetOrLoad(ctx, ids[0], load); !errors.Is(err, cache.ErrNotFound) {
-						fail(fmt.Errorf("id %s: %v, want ErrNotFound", ids[0], err))
+	pass := func() {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < *concurrency; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ids := make([]string, 0, *batch)
+				for ctx.Err() == nil {
+					from := next.Add(int64(*batch)) - int64(*batch)
+					if from >= int64(*missing) {
+						return
 					}
-				} else {
-					m, err := c.LoadMany(ctx, ids, loadMany)
-					if err != nil {
-						fail(err)
-					} else if len(m) != 0 {
-						fail(fmt.Errorf("LoadMany found %d never-existing ids", len(m)))
+					to := min(from+int64(*batch), int64(*missing))
+					ids = ids[:0]
+					for i := from; i < to; i++ {
+						ids = append(ids, strconv.FormatInt(int64(*existing)+1+i, 10))
 					}
+					if *batch == 1 {
+						if _, err := c.GetOrLoad(ctx, ids[0], load); !errors.Is(err, cache.ErrNotFound) {
+							fail(fmt.Errorf("id %s: %v, want ErrNotFound", ids[0], err))
+						}
+					} else {
+						m, err := c.LoadMany(ctx, ids, loadMany)
+						if err != nil {
+							fail(err)
+						} else if len(m) != 0 {
+							fail(fmt.Errorf("LoadMany found %d never-existing ids", len(m)))
+						}
+					}
+					read.Add(to - from)
 				}
-				read.Add(to - from)
-			}
-		}()
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	t1 := time.Now()
+	pass()
 	elapsed := time.Since(t1)
 	res.Read = int(read.Load())
 	res.ElapsedMS = ms(elapsed)
@@ -234,6 +241,16 @@ func runPenetration(ctx context.Context, args []string, out *output) error {
 	}
 	res.KeysCreated = res.AbsentKeys + res.ValueKeys + res.LeaseKeys + res.OtherKeys - res.KeysBefore
 
+	// The same ids again: with the false positives' absences cached they stop at Redis,
+	// without they reach the database once more.
+	if *repeat && ctx.Err() == nil {
+		before := dbLoads.Load()
+		read.Store(0)
+		pass()
+		res.DBLoadsAgain = dbLoads.Load() - before
+		res.Errors = errCount.Load()
+	}
+
 	// No false negatives: existing ids still load (after the count, since they create keys).
 	for i := 1; i <= min(*check, *existing) && ctx.Err() == nil; i++ {
 		id := strconv.Itoa(1 + (i-1)*(*existing/min(*check, *existing)))
@@ -252,10 +269,18 @@ func runPenetration(ctx context.Context, args []string, out *output) error {
 	out.printf("  database loads %d of %d (ratio %.4f%%, target ≤ 1.2%%) in %d loader calls\n", res.DBLoads, res.Read, 100*res.DBLoadRatio, res.DBLoadCalls)
 	out.printf("  Redis keys created under %s: %d = %d absence markers + %d values + %d leases + %d other\n",
 		pattern, res.KeysCreated, res.AbsentKeys, res.ValueKeys, res.LeaseKeys, res.OtherKeys)
-	out.printf("  Every id the filter rejects costs a bit test (no key, no load). Each false positive\n" +
-		"  (≈ fp × missing) reaches the database once and is cached as an absence marker by design, so\n" +
-		"  repeating that id does not reach the database again: \"0 keys created\" is only reachable by not\n" +
-		"  caching false-positive absences (or a filter with no false positives), which the cache does not do.\n")
+	if *repeat {
+		out.printf("  the same %d ids read again: %d database loads\n", *missing, res.DBLoadsAgain)
+	}
+	if *absentWithFilter {
+		out.printf("  With AbsentWithFilter each false positive (≈ fp × missing) reaches the database once and is\n" +
+			"  cached as an absence marker, so a repeated probe of that id stops at Redis: one key per false\n" +
+			"  positive, and 0 keys would need the default (not caching those absences).\n")
+	} else {
+		out.printf("  By default (AbsentWithFilter off) absences found by the filter's false positives are not\n" +
+			"  cached, so missing ids create no keys; the price is that a false-positive id reaches the\n" +
+			"  database on every read (-absent-with-filter caches them: one key each, no repeat loads).\n")
+	}
 	out.printf("  existing ids checked afterwards: %d, not found: %d (a Bloom filter has no false negatives)\n", res.ExistChecked, res.FalseNeg)
 	return out.json(res)
 }
