@@ -130,12 +130,10 @@ func TestStampedeFalsePositive(t *testing.T) {
 		t.Run(fmt.Sprintf("absent-with-filter=%v", cached), func(t *testing.T) {
 			_, res := run(t, "cache-stampede", "-redis-addrs", testenv.RedisAddr(), "-procs", "2", "-goroutines", "10",
 				"-load-time", "20ms", "-false-positive", fmt.Sprintf("-absent-with-filter=%v", cached))
-			n := num(t, res, "db_loads")
-			if cached && n != 1 {
+			// Either way one load answers the whole wave: cached as an absence, or (by
+			// default) handed to the waiting processes by the "not found" release event.
+			if n := num(t, res, "db_loads"); n != 1 {
 				t.Errorf("db_loads %v, want 1", n)
-			}
-			if !cached && n < 2 { // at least one per process: nothing is cached between them
-				t.Errorf("db_loads %v, want ≥ 2", n)
 			}
 			if num(t, res, "errors") != 0 {
 				t.Errorf("errors: %v", res)
