@@ -48,4 +48,9 @@ var (
 	BloomRebuildCommit = load("bloom_rebuild_commit.lua")
 	// BloomRebuildAbort drops a half-built Bloom filter and releases the lease.
 	BloomRebuildAbort = load("bloom_rebuild_abort.lua")
+
+	// IDGenNext reserves the next numbers of a day's id sequence (INCRBY) and sets the day key's
+	// expiry, refusing once Redis's clock has passed that expiry so an expired day is never
+	// counted again from 1.
+	IDGenNext = load("idgen_next.lua")
 )
