@@ -1,7 +1,7 @@
 // Command surge runs the flash-sale GraphQL server and its tools.
 //
 //	surge [serve] [flags]   run the server (the default subcommand)
-//	surge bench <scenario>  measure the cache against a real Redis (internal/bench)
+//	surge bench <scenario>  measure the cache, ids and locks against a real Redis (internal/bench)
 //
 // With no configuration it runs on the embedded default: in-process Redis and a SQLite file
 // in ./data, demo data seeded, dev mode. See README.md for every variable and flag.
@@ -60,7 +60,7 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage: surge [serve] [flags]
 
   serve   run the GraphQL server (default); "surge serve -h" lists the flags
-  bench   measure the cache on a real Redis: "surge bench" lists the scenarios`)
+  bench   measure the cache, ids and locks on a real Redis: "surge bench" lists the scenarios`)
 }
 
 func serve(args []string, log *slog.Logger) error {
