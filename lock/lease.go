@@ -99,8 +99,9 @@ func (l *lease) extend(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
-// watch renews the lease every ttl/3 until the lease ends. Each renewal may take at most
-// ttl/3, so a stalled Redis is noticed (and ctx cancelled) within 2/3 of the lease.
+// watch renews the lease every ttl/3 until the lease ends. A renewal that errors cancels ctx
+// at once; one that hangs is given up after ttl/6, so a stalled Redis is noticed at most half
+// the lease after the last renewal, well before the lock expires.
 func (l *lease) watch() {
 	defer close(l.done)
 	period := l.ttl / 3
@@ -115,7 +116,7 @@ func (l *lease) watch() {
 		if !l.maxAt.IsZero() && !time.Now().Before(l.maxAt) {
 			return // the timer cancels ctx with the MaxHold cause
 		}
-		rctx, cancel := context.WithTimeout(l.ctx, period)
+		rctx, cancel := context.WithTimeout(l.ctx, period/2)
 		err := l.extend(rctx, l.ttl)
 		cancel()
 		if err != nil {
