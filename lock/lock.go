@@ -106,11 +106,11 @@ func New(rdb redis.UniversalClient, opts Options) *Client {
 	}
 	opts.setDefaults()
 	return &Client{
-		rdb:    rdb,
-		opts:   opts,
-		subs:   newSubscriber(rdb),
-		reg:    newRegistry(),
-		holds:  map[holdKey]*hold{},
+		rdb:   rdb,
+		opts:  opts,
+		subs:  newSubscriber(rdb),
+		reg:   newRegistry(),
+		holds: map[holdKey]*hold{},
 	}
 }
 
