@@ -132,7 +132,7 @@ func (c *Cache[V]) loadLeased(ctx context.Context, ids []string, token string, l
 		for i, id := range ids {
 			v, ok := found[id]
 			if !ok && skipAbsent {
-				lua.CacheRelease.Eval(lctx, p, []string{c.leaseKey(id)}, token, c.channel(), "r:"+id)
+				lua.CacheRelease.Eval(lctx, p, []string{c.leaseKey(id)}, token, c.channel(), "n:"+id)
 				continue
 			}
 			b, ttl, err := c.encode(v, !ok)

@@ -357,9 +357,16 @@ func (c *Cache[V]) runSet(ctx context.Context, id string, b []byte, ttl time.Dur
 type events struct {
 	ps      *redis.PubSub
 	mu      sync.Mutex
-	waiters map[string]chan struct{}
+	waiters map[string]*signal
 	done    chan struct{}
 	onEvent func(id string)
+}
+
+// signal is closed at the next event for an id; op is the event's kind (f filled, s set or
+// deleted, r released after a failed load, n released because the id does not exist).
+type signal struct {
+	ch chan struct{}
+	op byte
 }
 
 func subscribe(ctx context.Context, rdb redis.UniversalClient, channel string, onEvent func(id string)) (*events, error) {
@@ -369,7 +376,7 @@ func subscribe(ctx context.Context, rdb redis.UniversalClient, channel string, o
 		_ = ps.Close()
 		return nil, fmt.Errorf("cache: subscribing to %s: %w", channel, err)
 	}
-	e := &events{ps: ps, waiters: map[string]chan struct{}{}, done: make(chan struct{}), onEvent: onEvent}
+	e := &events{ps: ps, waiters: map[string]*signal{}, done: make(chan struct{}), onEvent: onEvent}
 	go e.run()
 	return e, nil
 }
@@ -382,27 +389,28 @@ func (e *events) run() {
 		}
 		id := msg.Payload[2:]
 		e.mu.Lock()
-		ch, ok := e.waiters[id]
+		sig, ok := e.waiters[id]
 		delete(e.waiters, id)
 		e.mu.Unlock()
 		if ok {
-			close(ch)
+			sig.op = msg.Payload[0]
+			close(sig.ch) // publishes op to the waiters (happens-before their receive)
 		}
 		e.onEvent(id)
 	}
 }
 
-// wait returns a channel closed at the next event for id. Register before checking state,
-// so an event between the check and the wait is not lost.
-func (e *events) wait(id string) <-chan struct{} {
+// wait returns the signal of the next event for id. Register before checking state, so an
+// event between the check and the wait is not lost.
+func (e *events) wait(id string) *signal {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ch, ok := e.waiters[id]
+	sig, ok := e.waiters[id]
 	if !ok {
-		ch = make(chan struct{})
-		e.waiters[id] = ch
+		sig = &signal{ch: make(chan struct{})}
+		e.waiters[id] = sig
 	}
-	return ch
+	return sig
 }
 
 func (e *events) close() error {

@@ -116,7 +116,14 @@ func (c *Cache[V]) leaseAndLoad(ctx context.Context, id string, load Loader[V]) 
 		}
 		t := time.NewTimer(wait)
 		select {
-		case <-woken:
+		case <-woken.ch:
+			if woken.op == 'n' {
+				// The loader found no such id and, with a Bloom filter, cached nothing:
+				// take its answer rather than load again in every process.
+				t.Stop()
+				c.stats.waited(time.Since(waitStart))
+				return zero, ErrNotFound
+			}
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
@@ -139,8 +146,9 @@ func (c *Cache[V]) loadWithLease(ctx context.Context, id string, load Loader[V],
 		return v, err
 	}
 	if absent && c.opts.Filter != nil && !c.opts.AbsentWithFilter {
-		// A Bloom false positive: answer absent without writing a key.
-		_ = lua.CacheRelease.Run(context.WithoutCancel(ctx), c.rdb, []string{c.leaseKey(id)}, token, c.channel(), "r:"+id).Err()
+		// A Bloom false positive: answer absent without writing a key, and tell the waiters
+		// so they do not each load it again.
+		_ = lua.CacheRelease.Run(context.WithoutCancel(ctx), c.rdb, []string{c.leaseKey(id)}, token, c.channel(), "n:"+id).Err()
 		return v, ErrNotFound
 	}
 	b, ttl, encErr := c.encode(v, absent)

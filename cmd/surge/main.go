@@ -1,6 +1,7 @@
 // Command surge runs the flash-sale GraphQL server and its tools.
 //
 //	surge [serve] [flags]   run the server (the default subcommand)
+//	surge bench <scenario>  measure the cache against a real Redis (internal/bench)
 //
 // With no configuration it runs on the embedded default: in-process Redis and a SQLite file
 // in ./data, demo data seeded, dev mode. See README.md for every variable and flag.
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/surgekit/surge/internal/app"
+	"github.com/surgekit/surge/internal/bench"
 )
 
 func main() {
@@ -35,6 +37,8 @@ func main() {
 	switch cmd {
 	case "serve":
 		err = serve(args, log)
+	case "bench":
+		err = bench.Command(args)
 	case "help":
 		usage()
 		return
@@ -55,7 +59,8 @@ func main() {
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage: surge [serve] [flags]
 
-  serve   run the GraphQL server (default); "surge serve -h" lists the flags`)
+  serve   run the GraphQL server (default); "surge serve -h" lists the flags
+  bench   measure the cache on a real Redis: "surge bench" lists the scenarios`)
 }
 
 func serve(args []string, log *slog.Logger) error {

@@ -1,0 +1,276 @@
+// Package bench implements `surge bench <scenario>`: measurements of the cache package against
+// a real Redis (a single node, or a Cluster when several addresses are given).
+//
+//	cache-stampede     N real processes × M goroutines miss one cold key at once
+//	cache-penetration  ids that never existed, read through a Bloom-filtered cache
+//	cache-hit          warm-read latency: raw GET+unmarshal vs ours vs our L1
+//
+// Every scenario prints a short human summary and, as its last stdout line, one JSON object with
+// its figures. It works in keys of its own (a random run id in every key) and deletes them all
+// before it returns, also on an error or an interrupt. Every loop is bounded in count and time.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Command runs `surge bench <args>` on the process's stdout/stderr; SIGINT or SIGTERM cancel it
+// (scenarios still delete their keys).
+func Command(args []string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, args, os.Stdout, os.Stderr)
+}
+
+type scenario struct {
+	name, help string
+	run        func(ctx context.Context, args []string, out *output) error
+	hidden     bool
+}
+
+var scenarios = []scenario{
+	{name: "cache-stampede", help: "processes × goroutines miss one cold key at once: database loads, waiter latency after the value lands", run: runStampede},
+	{name: "cache-penetration", help: "never-existing ids through a Bloom-filtered cache: database loads, Redis keys created", run: runPenetration},
+	{name: "cache-hit", help: "warm-read latency: raw GET+json.Unmarshal vs Get/GetOrLoad vs the L1", run: runHit},
+	{name: workerScenario, run: runStampedeWorker, hidden: true},
+}
+
+// Run runs one scenario: args[0] names it, the rest are its flags.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return errors.New("bench: name a scenario")
+		}
+		return flag.ErrHelp
+	}
+	for _, s := range scenarios {
+		if s.name == args[0] {
+			return s.run(ctx, args[1:], &output{w: stdout, errw: stderr})
+		}
+	}
+	usage(stderr)
+	return fmt.Errorf("bench: unknown scenario %q", args[0])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: surge bench <scenario> [flags]   (\"surge bench <scenario> -h\" lists the flags)")
+	fmt.Fprintln(w)
+	for _, s := range scenarios {
+		if !s.hidden {
+			fmt.Fprintf(w, "  %-18s %s\n", s.name, s.help)
+		}
+	}
+	fmt.Fprintln(w, "\nCommon flags: -redis-addrs a,b,c (one = single node, several = Cluster), -json-only.")
+	fmt.Fprintln(w, "The last stdout line is one JSON object with the figures.")
+}
+
+// common holds the flags every scenario takes.
+type common struct {
+	addrs    string
+	jsonOnly bool
+}
+
+func newFlags(name string, out *output) (*flag.FlagSet, *common) {
+	fs := flag.NewFlagSet("surge bench "+name, flag.ContinueOnError)
+	fs.SetOutput(out.errw)
+	c := &common{}
+	fs.StringVar(&c.addrs, "redis-addrs", "127.0.0.1:6379", "Redis address(es), comma-separated; several = Redis Cluster")
+	fs.BoolVar(&c.jsonOnly, "json-only", false, "print only the final JSON line")
+	return fs, c
+}
+
+func (c *common) addrList() []string {
+	var out []string
+	for _, a := range strings.Split(c.addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// client connects to the Redis of the flags and checks that it answers.
+func (c *common) client(ctx context.Context, poolSize int) (redis.UniversalClient, error) {
+	addrs := c.addrList()
+	if len(addrs) == 0 {
+		return nil, errors.New("bench: -redis-addrs is empty")
+	}
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, PoolSize: poolSize})
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("bench: Redis at %s is not answering: %w", strings.Join(addrs, ","), err)
+	}
+	return rdb, nil
+}
+
+// output writes the human summary (unless -json-only) and the final JSON line.
+type output struct {
+	w, errw  io.Writer
+	jsonOnly bool
+}
+
+func (o *output) printf(format string, args ...any) {
+	if !o.jsonOnly {
+		fmt.Fprintf(o.w, format, args...)
+	}
+}
+
+func (o *output) json(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(o.w, "%s\n", b)
+	return err
+}
+
+func runID() string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// ms converts a duration to fractional milliseconds, rounded to the microsecond.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// dist summarises a sample of durations.
+type dist struct {
+	N    int           `json:"n"`
+	Mean time.Duration `json:"-"`
+	P50  time.Duration `json:"-"`
+	P99  time.Duration `json:"-"`
+	Max  time.Duration `json:"-"`
+}
+
+func summarize(sample []time.Duration) dist {
+	if len(sample) == 0 {
+		return dist{}
+	}
+	s := slices.Clone(sample)
+	slices.Sort(s)
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	return dist{N: len(s), Mean: sum / time.Duration(len(s)), P50: at(0.50), P99: at(0.99), Max: s[len(s)-1]}
+}
+
+// forEachMaster runs fn on every master of a Cluster, or on the single node.
+func forEachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(ctx context.Context, node *redis.Client) error) error {
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	default:
+		return fmt.Errorf("bench: unsupported Redis client %T", rdb)
+	}
+}
+
+// maxScanKeys bounds how many keys a scan of one run's keys may visit (a run creates far
+// fewer; hitting the bound means something else matches the pattern).
+const maxScanKeys = 10_000_000
+
+// scanKeys calls fn with the keys matching pattern on every master, in batches. The masters are
+// scanned concurrently, but fn is called by one at a time.
+func scanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string, fn func(ctx context.Context, node *redis.Client, keys []string) error) error {
+	var mu sync.Mutex
+	return forEachMaster(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
+		var cursor uint64
+		seen := 0
+		for {
+			keys, next, err := node.Scan(ctx, cursor, pattern, 1000).Result()
+			if err != nil {
+				return err
+			}
+			if len(keys) > 0 {
+				mu.Lock()
+				err := fn(ctx, node, keys)
+				mu.Unlock()
+				if err != nil {
+					return err
+				}
+			}
+			if seen += len(keys); seen > maxScanKeys {
+				return fmt.Errorf("bench: more than %d keys match %s", maxScanKeys, pattern)
+			}
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	})
+}
+
+// countKeys counts the keys matching pattern over every master.
+func countKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) (int, error) {
+	n := 0
+	err := scanKeys(ctx, rdb, pattern, func(_ context.Context, _ *redis.Client, keys []string) error {
+		n += len(keys)
+		return nil
+	})
+	return n, err
+}
+
+// deleteKeys removes the keys matching pattern from every master (UNLINK per node, so keys of
+// different slots never share a command). It uses its own deadline, so it also runs after ctx
+// was cancelled.
+func deleteKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) (int, error) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	n := 0
+	err := scanKeys(dctx, rdb, pattern, func(ctx context.Context, node *redis.Client, keys []string) error {
+		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range keys {
+				p.Unlink(ctx, k)
+			}
+			return nil
+		})
+		n += len(keys)
+		return err
+	})
+	return n, err
+}
+
+// unlink deletes named keys one by one (they may lie in different slots), ignoring ctx's end.
+func unlink(ctx context.Context, rdb redis.UniversalClient, keys ...string) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var errs []error
+	for _, k := range keys {
+		errs = append(errs, rdb.Unlink(dctx, k).Err())
+	}
+	return errors.Join(errs...)
+}
+
+// Payload is the small JSON struct the scenarios cache.
+type Payload struct {
+	ID    int64    `json:"id"`
+	Name  string   `json:"name"`
+	Price int64    `json:"price"`
+	Stock int      `json:"stock"`
+	Tags  []string `json:"tags"`
+}
+
+func payloadFor(id int64) Payload {
+	return Payload{ID: id, Name: fmt.Sprintf("shop %d", id), Price: 1999 + id%100, Stock: int(id % 1000), Tags: []string{"flash", "sale"}}
+}
