@@ -91,7 +91,7 @@
 //	multi-lock across slots           yes            yes (MultiLock)  no             no
 //	Redlock (majority, drift)         yes            deprecated       yes            no
 //	Redlock fencing token             yes (3)        no               no             no
-//	Redis Cluster                     yes            yes              per node       yes
+//	Redis Cluster                     yes            yes              yes            yes
 //
 // (1) Redisson has a separate RFencedLock. (2) leaseTime stops the watchdog, it does not cap
 // it. (3) Greatest node token, written back to the granting majority while the lock is held.

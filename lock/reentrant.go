@@ -124,9 +124,11 @@ func (r *Reentrant) obtain(ctx context.Context, o LockOptions) (*Lock, error) {
 	defer c.mu.Unlock()
 	h := c.holds[hk]
 	if h != nil && (holds == 1 || h.lease.ctx.Err() != nil) {
-		h.superseded = holds == 1
-		if h.superseded {
-			h.lease.cancel(lost("%s was lost and taken again by owner %q", keys[0], owner))
+		if holds == 1 {
+			// Redis granted a fresh acquisition: the local holds had lost the lock. Their
+			// watchdog stops now; their releases must not count the new hold down.
+			h.superseded = true
+			h.lease.end(lost("%s was lost and taken again by owner %q", keys[0], owner))
 		}
 		h = nil
 	}

@@ -185,3 +185,40 @@ func TestReentrantSameOwnerWaiters(t *testing.T) {
 		t.Fatalf("HoldCount = %d, want 3", n)
 	}
 }
+
+// A reentrant hold lost in Redis and taken again by the same owner: the old handle is lost
+// and its Release does not count down the new hold.
+func TestReentrantLostAndRetaken(t *testing.T) {
+	ctx := lock.WithOwner(context.Background(), "job-7")
+	rdb := testenv.Redis(t)
+	c := newClient(t, rdb, lock.Options{})
+	name := uniq("retaken")
+	r := c.NewReentrant(name, lock.LockOptions{})
+	old, err := r.TryLock(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.Del(ctx, c.Key(name))
+	fresh, err := r.TryLock(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.Fence() <= old.Fence() {
+		t.Fatalf("fence %d after %d", fresh.Fence(), old.Fence())
+	}
+	if cause := context.Cause(old.Context()); !errors.Is(cause, lock.ErrLockLost) {
+		t.Fatalf("old handle's cause: %v", cause)
+	}
+	if err := old.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
+		t.Fatalf("old handle's Release: %v", err)
+	}
+	if n, _ := r.HoldCount(ctx); n != 1 {
+		t.Fatalf("HoldCount %d after the old handle's release, want 1", n)
+	}
+	if fresh.Context().Err() != nil {
+		t.Fatal("fresh hold's Context ended")
+	}
+	if err := fresh.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
