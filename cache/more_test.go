@@ -50,7 +50,7 @@ func testLocalCacheInvalidatedAcrossClients(t *testing.T) {
 			t.Fatalf("v1: %q %v", v, err)
 		}
 	}
-	eventually(t, time.Second, "a serves v1 from L1", func() bool {
+	eventually(t, 5*time.Second, "a serves v1 from L1", func() bool {
 		v, _ := a.Get(ctx, "k")
 		return v == "v1" && testutil.ToFloat64(m.LocalHits.WithLabelValues(name)) > 0
 	})
@@ -61,11 +61,11 @@ func testLocalCacheInvalidatedAcrossClients(t *testing.T) {
 	if err := b.Set(ctx, "k", "v2"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Second, "a sees v2 after b's Set", func() bool { v, _ := a.Get(ctx, "k"); return v == "v2" })
+	eventually(t, 5*time.Second, "a sees v2 after b's Set", func() bool { v, _ := a.Get(ctx, "k"); return v == "v2" })
 	if err := b.Delete(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Second, "a sees the delete", func() bool { _, err := a.Get(ctx, "k"); return errors.Is(err, cache.ErrMiss) })
+	eventually(t, 5*time.Second, "a sees the delete", func() bool { _, err := a.Get(ctx, "k"); return errors.Is(err, cache.ErrMiss) })
 }
 
 func TestLocalCacheAbsorbsRedisOutage(t *testing.T) {
@@ -82,7 +82,7 @@ func TestLocalCacheAbsorbsRedisOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Read until L1 holds a copy (the fill's own event may race the first re-read).
-	eventually(t, time.Second, "an L1 hit", func() bool {
+	eventually(t, 5*time.Second, "an L1 hit", func() bool {
 		_, _ = c.GetOrLoad(ctx, "k", load)
 		return testutil.ToFloat64(m.LocalHits.WithLabelValues(name)) > 0
 	})

@@ -221,6 +221,38 @@ func TestJSONOnlyAndErrors(t *testing.T) {
 	}
 }
 
+// idgen: both modes measured from one process, with redis-benchmark's INCR rate next to them on
+// the single node; every id of a goroutine above its previous one, and no key left behind.
+func TestIDGen(t *testing.T) {
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) {
+			rdb := tg.rdb(t)
+			args := []string{"idgen", "-redis-addrs", tg.addrs, "-duration", "100ms", "-plain-goroutines", "8"}
+			withINCR := tg.name == "single"
+			if withINCR {
+				args = append(args, "-incr-n", "2000")
+			} else {
+				args = append(args, "-redis-benchmark=false")
+			}
+			_, res := run(t, args...)
+			for _, k := range []string{"plain_serial_ids_per_s", "plain_parallel_ids_per_s", "segment_serial_ids_per_s", "segment_parallel_ids_per_s", "ids", "segment_redis_calls"} {
+				if v := num(t, res, k); v <= 0 {
+					t.Errorf("%s = %v, want > 0", k, v)
+				}
+			}
+			if num(t, res, "errors") != 0 || num(t, res, "order_violations") != 0 {
+				t.Errorf("errors or ids out of order: %v", res)
+			}
+			if withINCR && res["redis_benchmark_note"] == nil {
+				if num(t, res, "redis_benchmark_incr_rps") <= 0 || num(t, res, "plain_parallel_vs_incr") <= 0 || num(t, res, "segment_parallel_vs_incr") <= 0 {
+					t.Errorf("redis-benchmark INCR figures missing: %v", res)
+				}
+			}
+			noKeysLeft(t, rdb, res["key_prefix"].(string)+"*")
+		})
+	}
+}
+
 // The lock scenario on Redis and on the Cluster: both phases run, no violation, handovers are
 // woken (not sitting out the 10 s lease), and nothing is left behind (fence counters included).
 func TestLock(t *testing.T) {

@@ -272,11 +272,15 @@ func runHit(ctx context.Context, args []string, out *output) error {
 	return out.json(res)
 }
 
-var rbenchLine = regexp.MustCompile(`GET: ([0-9.]+) requests per second(?:, p50=([0-9.]+) msec)?`)
-
-// redisBenchmark runs redis-benchmark's GET test against the first address (as a Cluster when
-// there are several) and returns its rate and p50.
+// redisBenchmark runs redis-benchmark's GET test (100 000 requests, 50 clients) against the
+// first address (as a Cluster when there are several) and returns its rate and p50.
 func redisBenchmark(ctx context.Context, addrs []string) (rps, p50 float64, note string) {
+	return redisBenchmarkTest(ctx, addrs, "get", 100_000)
+}
+
+// redisBenchmarkTest runs `redis-benchmark -t <test> -n <n> -q` (50 clients) against the first
+// address (as a Cluster when there are several) and returns its rate and p50.
+func redisBenchmarkTest(ctx context.Context, addrs []string, test string, n int) (rps, p50 float64, note string) {
 	path, err := exec.LookPath("redis-benchmark")
 	if err != nil {
 		return 0, 0, "not on PATH"
@@ -285,7 +289,7 @@ func redisBenchmark(ctx context.Context, addrs []string) (rps, p50 float64, note
 	if err != nil {
 		return 0, 0, err.Error()
 	}
-	args := []string{"-h", host, "-p", port, "-t", "get", "-n", "100000", "-q"}
+	args := []string{"-h", host, "-p", port, "-t", test, "-n", strconv.Itoa(n), "-q"}
 	if len(addrs) > 1 {
 		args = append(args, "--cluster")
 	}
@@ -295,7 +299,8 @@ func redisBenchmark(ctx context.Context, addrs []string) (rps, p50 float64, note
 	if err != nil {
 		return 0, 0, fmt.Sprintf("failed: %v", err)
 	}
-	m := rbenchLine.FindAllSubmatch(b, -1)
+	line := regexp.MustCompile(`(?i)` + regexp.QuoteMeta(test) + `: ([0-9.]+) requests per second(?:, p50=([0-9.]+) msec)?`)
+	m := line.FindAllSubmatch(b, -1)
 	if len(m) == 0 {
 		return 0, 0, "unrecognised output"
 	}

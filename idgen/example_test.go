@@ -1,0 +1,61 @@
+package idgen_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/idgen"
+	"github.com/surgekit/surge/internal/testenv"
+)
+
+// Plain mode: one Redis round trip per id.
+func ExampleNew() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	defer rdb.Close()
+	defer rdb.Del(ctx, "id:example-order:"+time.Now().UTC().Format("20060102"))
+
+	orders, err := idgen.New(rdb, "example-order")
+	if err != nil {
+		panic(err)
+	}
+	defer orders.Close()
+	a, _ := orders.Next(ctx)
+	b, _ := orders.Next(ctx)
+	fmt.Println(a > 1<<48, b > a)
+	// Output: true true
+}
+
+// Segment mode: blocks of numbers reserved in Redis, ids handed out locally.
+func ExampleNewSegment() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	defer rdb.Close()
+	defer rdb.Del(ctx, "id:example-ticket:"+time.Now().UTC().Format("20060102"))
+
+	tickets, err := idgen.NewSegment(rdb, "example-ticket")
+	if err != nil {
+		panic(err)
+	}
+	defer tickets.Close() // stops the background fetch
+
+	prev := int64(0)
+	for range 10_000 { // one INCRBY per block, not per id
+		id, err := tickets.Next(ctx)
+		if err != nil || id <= prev {
+			panic(err)
+		}
+		prev = id
+	}
+	fmt.Println("10000 increasing ids")
+	// Output: 10000 increasing ids
+}
+
+func ExampleDecompose() {
+	t, seq := idgen.Decompose(660355070050697258)
+	fmt.Println(t, seq)
+	// Output: 2026-11-15 12:34:56 +0000 UTC 42
+}
