@@ -329,7 +329,7 @@ func TestWakeLatency(t *testing.T) {
 						lat = append(lat, got.Sub(released))
 					}
 					mu.Unlock()
-					time.Sleep(2 * time.Millisecond) // hold; the other client is waiting by now
+					time.Sleep(10 * time.Millisecond) // hold; the other client is waiting by now
 					mu.Lock()
 					released = time.Now()
 					mu.Unlock()
@@ -337,8 +337,9 @@ func TestWakeLatency(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					// Let the other client take it before competing again.
-					time.Sleep(5 * time.Millisecond)
+					// Let the other client take it before competing again (it is already
+					// waiting: it came back 1 ms after its release, well within this hold).
+					time.Sleep(time.Millisecond)
 				}
 			})
 		}
