@@ -263,6 +263,8 @@ type Lock struct {
 	// unlink ends a handle's own Context when the lease is shared (reentrant holds); nil
 	// when the handle owns its lease.
 	unlink func()
+	// cancelOwn cancels a reentrant handle's own Context.
+	cancelOwn context.CancelCauseFunc
 
 	mu       sync.Mutex
 	released bool

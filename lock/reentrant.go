@@ -128,7 +128,11 @@ func (r *Reentrant) obtain(ctx context.Context, o LockOptions) (*Lock, error) {
 			// Redis granted a fresh acquisition: the local holds had lost the lock. Their
 			// watchdog stops now; their releases must not count the new hold down.
 			h.superseded = true
-			h.lease.end(lost("%s was lost and taken again by owner %q", keys[0], owner))
+			cause := lost("%s was lost and taken again by owner %q", keys[0], owner)
+			h.lease.end(cause)
+			for _, x := range h.handles { // now, not when the lease's AfterFunc runs
+				x.cancelOwn(cause)
+			}
 		}
 		h = nil
 	}
@@ -150,6 +154,7 @@ func (r *Reentrant) obtain(ctx context.Context, o LockOptions) (*Lock, error) {
 	leaseCtx := h.lease.ctx
 	stop := context.AfterFunc(leaseCtx, func() { hcancel(context.Cause(leaseCtx)) })
 	l := &Lock{names: []string{r.name}, fences: []int64{fence}, lease: h.lease, ctx: hctx}
+	l.cancelOwn = hcancel
 	l.unlink = func() { stop(); hcancel(nil) }
 	l.release = func(ctx context.Context) error { return c.releaseHold(ctx, h, l) }
 	h.handles = append(h.handles, l)
