@@ -53,4 +53,21 @@ var (
 	// expiry, refusing once Redis's clock has passed that expiry so an expired day is never
 	// counted again from 1.
 	IDGenNext = load("idgen_next.lua")
+
+	// LockObtain takes a lock (SET NX PX) and draws its fencing token (INCR), or reports how
+	// long the holder's lease has left.
+	LockObtain = load("lock_obtain.lua")
+	// LockRelease deletes a lock if the caller's token still holds it and publishes the release.
+	LockRelease = load("lock_release.lua")
+	// LockExtend resets a lock's lease if the caller's token still holds it.
+	LockExtend = load("lock_extend.lua")
+	// LockReentrantObtain takes a reentrant lock (a hash owner -> hold count) or counts one more
+	// hold by its owner; the fencing token is drawn at the first acquisition only.
+	LockReentrantObtain = load("lock_reentrant_obtain.lua")
+	// LockReentrantRelease gives back one hold; the last one deletes the lock and publishes.
+	LockReentrantRelease = load("lock_reentrant_release.lua")
+	// LockReentrantExtend resets a reentrant lock's lease if the owner holds it.
+	LockReentrantExtend = load("lock_reentrant_extend.lua")
+	// LockFenceFloor raises a fence counter to at least a value (Redlock's monotonic fence).
+	LockFenceFloor = load("lock_fence_floor.lua")
 )

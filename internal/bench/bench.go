@@ -1,10 +1,11 @@
-// Package bench implements `surge bench <scenario>`: measurements of the cache and idgen
-// packages against a real Redis (a single node, or a Cluster when several addresses are given).
+// Package bench implements `surge bench <scenario>`: measurements of the cache, idgen and
+// lock packages against a real Redis (a single node, or a Cluster when several addresses are given).
 //
 //	cache-stampede     N real processes × M goroutines miss one cold key at once
 //	cache-penetration  ids that never existed, read through a Bloom-filtered cache
 //	cache-hit          warm-read latency: raw GET+unmarshal vs ours vs our L1
 //	idgen              ids/s of one process, plain and segment mode, next to redis-benchmark INCR
+//	lock               lock acquire/release rate and pub/sub wake-up latency, uncontended and contended
 //
 // Every scenario prints a short human summary and, as its last stdout line, one JSON object with
 // its figures. It works in keys of its own (a random run id in every key) and deletes them all
@@ -50,6 +51,7 @@ var scenarios = []scenario{
 	{name: "cache-penetration", help: "never-existing ids through a Bloom-filtered cache: database loads, Redis keys created", run: runPenetration},
 	{name: "cache-hit", help: "warm-read latency: raw GET+json.Unmarshal vs Get/GetOrLoad vs the L1", run: runHit},
 	{name: "idgen", help: "ids/s of one process, plain and segment mode, next to redis-benchmark INCR in the same run", run: runIDGen},
+	{name: "lock", help: "lock acquire/release per second, uncontended and contended; wake-up latency of handovers between clients", run: runLock},
 	{name: workerScenario, run: runStampedeWorker, hidden: true},
 }
 

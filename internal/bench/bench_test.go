@@ -252,3 +252,34 @@ func TestIDGen(t *testing.T) {
 		})
 	}
 }
+
+// The lock scenario on Redis and on the Cluster: both phases run, no violation, handovers are
+// woken (not sitting out the 10 s lease), and nothing is left behind (fence counters included).
+func TestLock(t *testing.T) {
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) {
+			rdb := tg.rdb(t)
+			_, res := run(t, "lock", "-redis-addrs", tg.addrs, "-ops", "500", "-goroutines", "8", "-acquisitions", "300", "-clients", "3", "-waiters", "2")
+			u, k := res["uncontended"].(map[string]any), res["contended"].(map[string]any)
+			if num(t, u, "acquisitions") != 500 || num(t, k, "acquisitions") != 300 {
+				t.Fatalf("acquisitions: %v", res)
+			}
+			if num(t, u, "acquire_release_per_sec") <= 0 || num(t, k, "acquire_release_per_sec") <= 0 {
+				t.Errorf("rates: %v", res)
+			}
+			if v := num(t, k, "violations"); v != 0 {
+				t.Errorf("%v mutual-exclusion violations", v)
+			}
+			if n := num(t, k, "handovers"); n < 100 {
+				t.Errorf("only %v handovers measured", n)
+			}
+			if p50 := num(t, k, "wake_p50_ms"); p50 <= 0 || p50 > 500 {
+				t.Errorf("wake-up p50 %v ms", p50)
+			}
+			if n := num(t, res, "keys_left"); n != 0 {
+				t.Errorf("%v lock keys left", n)
+			}
+			noKeysLeft(t, rdb, res["key_prefix"].(string)+":*")
+		})
+	}
+}
