@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -135,15 +134,11 @@ func (c *Cache[V]) loadLeased(ctx context.Context, ids []string, token string, l
 				lua.CacheRelease.Eval(lctx, p, []string{c.leaseKey(id)}, token, c.channel(), "n:"+id)
 				continue
 			}
-			b, ttl, err := c.encode(v, !ok)
+			b, px, err := c.encode(v, !ok)
 			if err != nil {
 				return err
 			}
-			ttlArg := int64(0)
-			if ttl > 0 {
-				ttlArg = ms(ttl)
-			}
-			fills[i] = lua.CacheFill.Eval(lctx, p, []string{c.Key(id), c.leaseKey(id)}, token, b, ttlArg, c.channel(), "f:"+id)
+			fills[i] = lua.CacheFill.Eval(lctx, p, []string{c.Key(id), c.leaseKey(id)}, token, b, px, c.channel(), "f:"+id)
 		}
 		return nil
 	})
@@ -215,7 +210,6 @@ func (c *Cache[V]) readMany(ctx context.Context, ids []string, single Loader[V])
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return r, fmt.Errorf("cache: reading %d ids: %w", len(todo), err)
 	}
-	now := time.Now()
 	for i, id := range todo {
 		b, err := cmds[i].Bytes()
 		if err != nil {
@@ -229,9 +223,8 @@ func (c *Cache[V]) readMany(ctx context.Context, ids []string, single Loader[V])
 			r.missing = append(r.missing, id)
 			continue
 		}
-		if single != nil && c.opts.Mode == ModeLogical && now.After(e.expireAt) {
-			c.stats.staleServed.Inc()
-			c.rebuild.submit(id, func() { c.refresh(id, single) })
+		if single != nil { // GetMany only reads; LoadMany also rebuilds what is stale
+			c.rebuildIfStale(id, e, single)
 		}
 		if v, err := c.remember(id, e, since[i]); err == nil {
 			r.values[id] = v

@@ -277,8 +277,9 @@ func (c *Cache[V]) rejectedByFilter(ctx context.Context, id string) bool {
 	return false
 }
 
-// encode builds the stored entry for v (or an absence) and its Redis TTL.
-func (c *Cache[V]) encode(v V, absent bool) ([]byte, time.Duration, error) {
+// encode builds the stored entry for v (or an absence) and the TTL argument of the write
+// scripts: milliseconds, or 0 for no Redis expiry (logical mode).
+func (c *Cache[V]) encode(v V, absent bool) ([]byte, int64, error) {
 	var payload []byte
 	if !absent {
 		var err error
@@ -295,13 +296,13 @@ func (c *Cache[V]) encode(v V, absent bool) ([]byte, time.Duration, error) {
 		// The value itself carries its expiry; Redis keeps it until replaced or deleted.
 		return encodeEntry(payload, absent, time.Now().Add(ttl)), 0, nil
 	}
-	return encodeEntry(payload, absent, time.Time{}), ttl, nil
+	return encodeEntry(payload, absent, time.Time{}), ms(ttl), nil
 }
 
 // Set stores v for id (write-through) and revokes any lease, so a load that read the
 // database before this write cannot overwrite it. It also adds id to the Bloom filter.
 func (c *Cache[V]) Set(ctx context.Context, id string, v V) error {
-	b, ttl, err := c.encode(v, false)
+	b, px, err := c.encode(v, false)
 	if err != nil {
 		return err
 	}
@@ -313,17 +314,13 @@ func (c *Cache[V]) Set(ctx context.Context, id string, v V) error {
 		}
 	}
 	c.l1.invalidate(id)
-	return c.runSet(ctx, id, b, ttl)
+	return c.runSet(ctx, id, b, px)
 }
 
 // Delete removes the cached values of ids and revokes their leases (the delete of
 // delete-after-write), in one pipelined round trip. Every process drops its L1 copies and
 // wakes its waiters on the events.
 func (c *Cache[V]) Delete(ctx context.Context, ids ...string) error {
-	if len(ids) == 1 {
-		c.l1.invalidate(ids[0])
-		return c.runSet(ctx, ids[0], nil, 0)
-	}
 	cmds := make([]*redis.Cmd, len(ids))
 	_, _ = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
@@ -341,12 +338,9 @@ func (c *Cache[V]) Delete(ctx context.Context, ids ...string) error {
 	return errors.Join(errs...)
 }
 
-func (c *Cache[V]) runSet(ctx context.Context, id string, b []byte, ttl time.Duration) error {
-	ttlArg := int64(0)
-	if ttl > 0 {
-		ttlArg = ms(ttl)
-	}
-	err := lua.CacheSet.Run(ctx, c.rdb, []string{c.Key(id), c.leaseKey(id)}, b, ttlArg, c.channel(), "s:"+id).Err()
+// runSet runs the set script for one id: b == nil deletes, px is encode's TTL argument.
+func (c *Cache[V]) runSet(ctx context.Context, id string, b []byte, px int64) error {
+	err := lua.CacheSet.Run(ctx, c.rdb, []string{c.Key(id), c.leaseKey(id)}, b, px, c.channel(), "s:"+id).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("cache: set %s: %w", c.Key(id), err)
 	}

@@ -34,10 +34,7 @@ func (c *Cache[V]) GetOrLoad(ctx context.Context, id string, load Loader[V]) (V,
 	switch {
 	case err == nil:
 		if e, derr := decodeEntry(b); derr == nil {
-			if c.opts.Mode == ModeLogical && time.Now().After(e.expireAt) {
-				c.stats.staleServed.Inc()
-				c.rebuild.submit(id, func() { c.refresh(id, load) })
-			}
+			c.rebuildIfStale(id, e, load)
 			return c.remember(id, e, since)
 		}
 	case errors.Is(err, redis.Nil):
@@ -142,26 +139,22 @@ func (c *Cache[V]) loadWithLease(ctx context.Context, id string, load Loader[V],
 	if err != nil && !absent {
 		c.stats.loadErrors.Inc()
 		// Hand the lease back so a waiter can retry now rather than after the lease TTL.
-		_ = lua.CacheRelease.Run(context.WithoutCancel(ctx), c.rdb, []string{c.leaseKey(id)}, token, c.channel(), "r:"+id).Err()
+		c.release(ctx, id, token, "r:")
 		return v, err
 	}
 	if absent && c.opts.Filter != nil && !c.opts.AbsentWithFilter {
 		// A Bloom false positive: answer absent without writing a key, and tell the waiters
 		// so they do not each load it again.
-		_ = lua.CacheRelease.Run(context.WithoutCancel(ctx), c.rdb, []string{c.leaseKey(id)}, token, c.channel(), "n:"+id).Err()
+		c.release(ctx, id, token, "n:")
 		return v, ErrNotFound
 	}
-	b, ttl, encErr := c.encode(v, absent)
+	b, px, encErr := c.encode(v, absent)
 	if encErr != nil {
-		_ = lua.CacheRelease.Run(context.WithoutCancel(ctx), c.rdb, []string{c.leaseKey(id)}, token, c.channel(), "r:"+id).Err()
+		c.release(ctx, id, token, "r:")
 		return v, encErr
 	}
-	ttlArg := int64(0)
-	if ttl > 0 {
-		ttlArg = ms(ttl)
-	}
 	ok, ferr := lua.CacheFill.Run(context.WithoutCancel(ctx), c.rdb, []string{c.Key(id), c.leaseKey(id)},
-		token, b, ttlArg, c.channel(), "f:"+id).Int()
+		token, b, px, c.channel(), "f:"+id).Int()
 	if ferr == nil && ok == 0 {
 		c.stats.staleSetsRejected.Inc()
 	}
@@ -191,4 +184,19 @@ func (c *Cache[V]) outageLoad(ctx context.Context, id string, load Loader[V], ca
 		c.stats.loadErrors.Inc()
 	}
 	return v, err
+}
+
+// release gives id's lease back without writing, announcing why with the event kind op
+// ("r:" the load failed, "n:" no such id and nothing cached). It runs even if ctx ended.
+func (c *Cache[V]) release(ctx context.Context, id, token, op string) {
+	_ = lua.CacheRelease.Run(context.WithoutCancel(ctx), c.rdb, []string{c.leaseKey(id)}, token, c.channel(), op+id).Err()
+}
+
+// rebuildIfStale queues a background rebuild when e is a logically expired value, which is
+// served meanwhile (and counted as such).
+func (c *Cache[V]) rebuildIfStale(id string, e entry, load Loader[V]) {
+	if c.opts.Mode == ModeLogical && time.Now().After(e.expireAt) {
+		c.stats.staleServed.Inc()
+		c.rebuild.submit(id, func() { c.refresh(id, load) })
+	}
 }
