@@ -76,7 +76,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	}
 	a.Auth = auth.New(a.Redis, a.DB.Ent, auth.Options{AdminPhones: cfg.AdminPhones, DevMode: cfg.Dev(), Sender: sender})
 	registry := prometheus.NewRegistry()
-	a.Catalog, err = catalog.NewCached(ctx, a.DB.Ent, a.Redis, catalog.CacheOptions{
+	a.Catalog, err = catalog.New(ctx, a.DB.Ent, a.Redis, catalog.CacheOptions{
 		Prefix: cfg.CachePrefix, Metrics: cache.NewMetrics(registry), Logger: a.Log,
 	})
 	if err != nil {

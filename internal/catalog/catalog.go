@@ -18,25 +18,13 @@ import (
 	"github.com/surgekit/surge/internal/apperr"
 )
 
-// Service reads and writes the catalog through ent, with the hot reads cached in Redis.
-type Service struct {
-	db *ent.Client
-	c  *caches
-}
-
-// New returns a catalog Service without caching (reads go straight to the database).
-func New(db *ent.Client) *Service { return &Service{db: db} }
-
-// Shop returns a shop, or (nil, nil) when there is none. With caching it is read in mutex
-// mode behind the shop Bloom filter: one database read per key across all servers on a miss,
-// and ids that never existed answered without touching Redis keys or the database.
+// Shop returns a shop, or (nil, nil) when there is none. It is read in mutex mode behind the
+// shop Bloom filter: one database read per key across all servers on a miss, and ids that
+// never existed answered without touching Redis keys or the database.
 func (s *Service) Shop(ctx context.Context, id int) (*ent.Shop, error) {
-	if s.c == nil {
-		return s.loadShop(ctx, id)
-	}
-	sh, err := s.c.shops.GetOrLoad(ctx, strconv.Itoa(id), func(ctx context.Context, _ string) (*ent.Shop, error) {
-		sh, err := s.loadShop(ctx, id)
-		if err == nil && sh == nil {
+	sh, err := s.shops.GetOrLoad(ctx, strconv.Itoa(id), func(ctx context.Context, _ string) (*ent.Shop, error) {
+		sh, err := s.db.Shop.Get(ctx, id)
+		if ent.IsNotFound(err) {
 			return nil, cache.ErrNotFound
 		}
 		return sh, err
@@ -50,32 +38,17 @@ func (s *Service) Shop(ctx context.Context, id int) (*ent.Shop, error) {
 	return s.db.Shop.Attach(sh), nil
 }
 
-func (s *Service) loadShop(ctx context.Context, id int) (*ent.Shop, error) {
-	sh, err := s.db.Shop.Get(ctx, id)
-	if ent.IsNotFound(err) {
-		return nil, nil
-	}
-	return sh, err
-}
-
-// ShopTypes lists every shop type in display order. With caching the list is kept in logical
-// expiry mode: it never disappears from Redis, and a stale list is served while one
-// background rebuild refreshes it.
+// ShopTypes lists every shop type in display order. The list is kept in logical expiry mode:
+// it never disappears from Redis, and a stale list is served while one background rebuild
+// refreshes it.
 func (s *Service) ShopTypes(ctx context.Context) ([]*ent.ShopType, error) {
-	if s.c == nil {
-		return s.loadShopTypes(ctx)
-	}
-	types, err := s.c.shopTypes.GetOrLoad(ctx, "all", func(ctx context.Context, _ string) ([]*ent.ShopType, error) {
-		return s.loadShopTypes(ctx)
+	types, err := s.shopTypes.GetOrLoad(ctx, "all", func(ctx context.Context, _ string) ([]*ent.ShopType, error) {
+		return s.db.ShopType.Query().Order(ent.Asc(shoptype.FieldSort), ent.Asc(shoptype.FieldID)).All(ctx)
 	})
 	for _, t := range types {
 		s.db.ShopType.Attach(t)
 	}
 	return types, err
-}
-
-func (s *Service) loadShopTypes(ctx context.Context) ([]*ent.ShopType, error) {
-	return s.db.ShopType.Query().Order(ent.Asc(shoptype.FieldSort), ent.Asc(shoptype.FieldID)).All(ctx)
 }
 
 // Voucher returns a voucher, or (nil, nil) when there is none.
@@ -114,9 +87,7 @@ func (s *Service) CreateShop(ctx context.Context, in ent.CreateShopInput) (*ent.
 	if err != nil {
 		return nil, FromEnt(err)
 	}
-	if s.c != nil {
-		s.c.addShop(ctx, sh.ID)
-	}
+	s.addShop(ctx, sh.ID)
 	return sh, nil
 }
 
@@ -139,14 +110,9 @@ func (s *Service) UpdateShop(ctx context.Context, id int, in ent.UpdateShopInput
 		sh, err = s.db.Shop.UpdateOneID(id).SetInput(in).Save(ctx)
 		return err
 	}
-	var err error
-	if s.c != nil {
-		// Delete-after-write, crash-safe: the cache entry goes even if this process dies
-		// between the update and the delete.
-		err = s.c.shops.Invalidate(ctx, strconv.Itoa(id), update)
-	} else {
-		err = update(ctx)
-	}
+	// Delete-after-write, crash-safe: the cache entry goes even if this process dies between
+	// the update and the delete.
+	err := s.shops.Invalidate(ctx, strconv.Itoa(id), update)
 	if ent.IsNotFound(err) {
 		return nil, apperr.New(apperr.NotFound, "shop %d not found", id)
 	}

@@ -25,7 +25,9 @@ type CacheOptions struct {
 	ExpectedShops uint          // Bloom filter sizing (1,000,000)
 }
 
-type caches struct {
+// Service reads and writes the catalog through ent, with the hot reads cached in Redis.
+type Service struct {
+	db        *ent.Client
 	shops     *cache.Cache[*ent.Shop]
 	shopTypes *cache.Cache[[]*ent.ShopType]
 	filter    *cache.RedisFilter
@@ -34,9 +36,9 @@ type caches struct {
 	wg        sync.WaitGroup
 }
 
-// NewCached returns a catalog Service whose hot reads go through Redis caches. It builds
-// the shop Bloom filter from the database and starts the invalidation drainer; Close stops it.
-func NewCached(ctx context.Context, db *ent.Client, rdb redis.UniversalClient, o CacheOptions) (*Service, error) {
+// New returns a catalog Service whose hot reads go through Redis caches. It builds the shop
+// Bloom filter from the database and starts the invalidation drainer; Close stops it.
+func New(ctx context.Context, db *ent.Client, rdb redis.UniversalClient, o CacheOptions) (*Service, error) {
 	if o.ShopTTL <= 0 {
 		o.ShopTTL = 30 * time.Minute
 	}
@@ -52,43 +54,43 @@ func NewCached(ctx context.Context, db *ent.Client, rdb redis.UniversalClient, o
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	c := &caches{log: o.Logger}
+	s := &Service{db: db, log: o.Logger}
 	var err error
-	if c.filter, err = cache.NewRedisFilter(rdb, o.Prefix+":shop", o.ExpectedShops, 0.01); err != nil {
+	if s.filter, err = cache.NewRedisFilter(rdb, o.Prefix+":shop", o.ExpectedShops, 0.01); err != nil {
 		return nil, err
 	}
-	if err := c.rebuildFilter(ctx, db); err != nil {
+	if err := s.rebuildFilter(ctx); err != nil {
 		return nil, err
 	}
-	if c.shops, err = cache.New[*ent.Shop](ctx, rdb, cache.Options{
-		Name: "shop", Prefix: o.Prefix, TTL: o.ShopTTL, Filter: c.filter, Metrics: o.Metrics,
+	if s.shops, err = cache.New[*ent.Shop](ctx, rdb, cache.Options{
+		Name: "shop", Prefix: o.Prefix, TTL: o.ShopTTL, Filter: s.filter, Metrics: o.Metrics,
 	}); err != nil {
 		return nil, err
 	}
-	if c.shopTypes, err = cache.New[[]*ent.ShopType](ctx, rdb, cache.Options{
+	if s.shopTypes, err = cache.New[[]*ent.ShopType](ctx, rdb, cache.Options{
 		Name: "shop-types", Prefix: o.Prefix, Mode: cache.ModeLogical, TTL: o.ShopTypesTTL, Metrics: o.Metrics,
 	}); err != nil {
-		c.shops.Close()
+		s.shops.Close()
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	c.stop = stop
-	c.wg.Add(1)
+	s.stop = stop
+	s.wg.Add(1)
 	go func() {
-		defer c.wg.Done()
-		_ = c.shops.RunInvalidator(runCtx, cache.InvalidatorOptions{})
+		defer s.wg.Done()
+		_ = s.shops.RunInvalidator(runCtx, cache.InvalidatorOptions{})
 	}()
-	return &Service{db: db, c: c}, nil
+	return s, nil
 }
 
 // rebuildFilter loads every shop id into the Bloom filter. Another server rebuilding at the
 // same moment is fine: its filter will hold the same ids.
-func (c *caches) rebuildFilter(ctx context.Context, db *ent.Client) error {
-	ids, err := db.Shop.Query().IDs(ctx)
+func (s *Service) rebuildFilter(ctx context.Context) error {
+	ids, err := s.db.Shop.Query().IDs(ctx)
 	if err != nil {
 		return fmt.Errorf("catalog: reading shop ids for the Bloom filter: %w", err)
 	}
-	_, err = c.filter.Rebuild(ctx, func(yield func(string) bool) {
+	_, err = s.filter.Rebuild(ctx, func(yield func(string) bool) {
 		for _, id := range ids {
 			if !yield(strconv.Itoa(id)) {
 				return
@@ -106,24 +108,21 @@ func (c *caches) rebuildFilter(ctx context.Context, db *ent.Client) error {
 
 // addShop puts a new shop id into the Bloom filter. A missing id would make the shop
 // unreadable by id, so failures are retried and then logged loudly.
-func (c *caches) addShop(ctx context.Context, id int) {
+func (s *Service) addShop(ctx context.Context, id int) {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if err = c.filter.Add(context.WithoutCancel(ctx), strconv.Itoa(id)); err == nil || errors.Is(err, cache.ErrNotBuilt) {
+		if err = s.filter.Add(context.WithoutCancel(ctx), strconv.Itoa(id)); err == nil || errors.Is(err, cache.ErrNotBuilt) {
 			return
 		}
 		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
 	}
-	c.log.Error("shop missing from the Bloom filter until the next rebuild", "shop", id, "err", err)
+	s.log.Error("shop missing from the Bloom filter until the next rebuild", "shop", id, "err", err)
 }
 
 // Close stops the invalidation drainer and the caches' subscriptions.
 func (s *Service) Close() {
-	if s.c == nil {
-		return
-	}
-	s.c.stop()
-	s.c.wg.Wait()
-	s.c.shops.Close()
-	s.c.shopTypes.Close()
+	s.stop()
+	s.wg.Wait()
+	s.shops.Close()
+	s.shopTypes.Close()
 }
