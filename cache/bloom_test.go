@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"iter"
 	"math"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -226,45 +224,8 @@ func TestRedisFilterShared(t *testing.T) {
 }
 
 func TestRedisFilterSharedCluster(t *testing.T) {
-	sharedFilter(t, redisCluster(t), redisCluster(t))
-}
-
-// redisCluster connects to the local Redis Cluster (SURGE_TEST_REDIS_CLUSTER_ADDRS, default
-// 127.0.0.1:7101-7103), starting it with scripts/ensure-redis-cluster.sh if it does not answer.
-func redisCluster(t testing.TB) redis.UniversalClient {
-	t.Helper()
-	addrs := []string{"127.0.0.1:7101", "127.0.0.1:7102", "127.0.0.1:7103"}
-	if v := os.Getenv("SURGE_TEST_REDIS_CLUSTER_ADDRS"); v != "" {
-		addrs = strings.Split(v, ",")
-	}
-	ready := func() error {
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		info, err := c.ClusterInfo(ctx).Result()
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(info, "cluster_state:ok") {
-			return errors.New("cluster_state is not ok")
-		}
-		return c.ForEachShard(ctx, func(ctx context.Context, s *redis.Client) error {
-			return s.Ping(ctx).Err()
-		})
-	}
-	if err := ready(); err != nil {
-		out, xerr := exec.Command("bash", "../scripts/ensure-redis-cluster.sh").CombinedOutput()
-		if xerr != nil {
-			t.Fatalf("Redis Cluster at %v not answering (%v) and scripts/ensure-redis-cluster.sh failed: %v\n%s", addrs, err, xerr, out)
-		}
-		if err := ready(); err != nil {
-			t.Fatalf("Redis Cluster at %v still not answering after scripts/ensure-redis-cluster.sh: %v\n%s", addrs, err, out)
-		}
-	}
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	rdb := testenv.Cluster(t)
+	sharedFilter(t, rdb, testenv.Another(t, rdb))
 }
 
 func TestFalsePositiveRate(t *testing.T) {

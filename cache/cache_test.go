@@ -40,19 +40,15 @@ func uniqueName(prefix string) string {
 // backend makes a new, independent Redis client of the kind the running subtest uses.
 var backend = func(t testing.TB) redis.UniversalClient { return testenv.Redis(t) }
 
-// onBoth runs a test on a single Redis node and on the local 3-master Redis Cluster.
+// onBoth runs a test on a single Redis node and on the local 3-master Redis Cluster, with
+// backend handing out independent clients of the kind under test.
 func onBoth(t *testing.T, test func(t *testing.T)) {
-	for _, b := range []struct {
-		name string
-		mk   func(testing.TB) redis.UniversalClient
-	}{{"single", testenv.Redis}, {"cluster", testenv.Cluster}} {
-		t.Run(b.name, func(t *testing.T) {
-			prev := backend
-			backend = b.mk
-			defer func() { backend = prev }()
-			test(t)
-		})
-	}
+	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		prev := backend
+		backend = func(t testing.TB) redis.UniversalClient { return testenv.Another(t, rdb) }
+		defer func() { backend = prev }()
+		test(t)
+	})
 }
 
 // newCache builds a cache on its own Redis client, as a separate process would have.

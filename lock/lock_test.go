@@ -26,20 +26,8 @@ func uniq(prefix string) string {
 // newClient is an independent lock client with its own Redis connections, like another process.
 func newClient(t testing.TB, rdb redis.UniversalClient, opts lock.Options) *lock.Client {
 	t.Helper()
-	var own redis.UniversalClient
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		own = redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.ClusterAddrs()})
-	case *redis.Client:
-		own = redis.NewClient(&redis.Options{Addr: c.Options().Addr})
-	default:
-		t.Fatalf("unexpected client %T", rdb)
-	}
-	c := lock.New(own, opts)
-	t.Cleanup(func() {
-		_ = c.Close()
-		_ = own.Close()
-	})
+	c := lock.New(testenv.Another(t, rdb), opts)
+	t.Cleanup(func() { _ = c.Close() }) // runs before the client's own cleanup
 	return c
 }
 

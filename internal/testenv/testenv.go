@@ -150,3 +150,20 @@ func randHex(n int) string {
 	_, _ = rand.Read(b)
 	return strings.ToLower(hex.EncodeToString(b))
 }
+
+// Another returns a new client of the same kind and target as rdb, with its own connections:
+// what another process of the same deployment would have. It is closed at cleanup.
+func Another(t testing.TB, rdb redis.UniversalClient) redis.UniversalClient {
+	t.Helper()
+	var c redis.UniversalClient
+	switch r := rdb.(type) {
+	case *redis.ClusterClient:
+		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: r.Options().Addrs})
+	case *redis.Client:
+		c = redis.NewClient(&redis.Options{Addr: r.Options().Addr})
+	default:
+		t.Fatalf("testenv.Another: unexpected client %T", rdb)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
