@@ -44,6 +44,7 @@ type SeckillOrderMutation struct {
 	created_at     *time.Time
 	updated_at     *time.Time
 	status         *seckillorder.Status
+	slot           *bool
 	clearedFields  map[string]struct{}
 	user           *int
 	cleareduser    bool
@@ -338,6 +339,55 @@ func (m *SeckillOrderMutation) ResetStatus() {
 	m.status = nil
 }
 
+// SetSlot sets the "slot" field.
+func (m *SeckillOrderMutation) SetSlot(b bool) {
+	m.slot = &b
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *SeckillOrderMutation) Slot() (r bool, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the SeckillOrder entity.
+// If the SeckillOrder object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SeckillOrderMutation) OldSlot(ctx context.Context) (v *bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// ClearSlot clears the value of the "slot" field.
+func (m *SeckillOrderMutation) ClearSlot() {
+	m.slot = nil
+	m.clearedFields[seckillorder.FieldSlot] = struct{}{}
+}
+
+// SlotCleared returns if the "slot" field was cleared in this mutation.
+func (m *SeckillOrderMutation) SlotCleared() bool {
+	_, ok := m.clearedFields[seckillorder.FieldSlot]
+	return ok
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *SeckillOrderMutation) ResetSlot() {
+	m.slot = nil
+	delete(m.clearedFields, seckillorder.FieldSlot)
+}
+
 // ClearUser clears the "user" edge to the User entity.
 func (m *SeckillOrderMutation) ClearUser() {
 	m.cleareduser = true
@@ -426,7 +476,7 @@ func (m *SeckillOrderMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *SeckillOrderMutation) Fields() []string {
-	fields := make([]string, 0, 5)
+	fields := make([]string, 0, 6)
 	if m.created_at != nil {
 		fields = append(fields, seckillorder.FieldCreatedAt)
 	}
@@ -441,6 +491,9 @@ func (m *SeckillOrderMutation) Fields() []string {
 	}
 	if m.status != nil {
 		fields = append(fields, seckillorder.FieldStatus)
+	}
+	if m.slot != nil {
+		fields = append(fields, seckillorder.FieldSlot)
 	}
 	return fields
 }
@@ -460,6 +513,8 @@ func (m *SeckillOrderMutation) Field(name string) (ent.Value, bool) {
 		return m.VoucherID()
 	case seckillorder.FieldStatus:
 		return m.Status()
+	case seckillorder.FieldSlot:
+		return m.Slot()
 	}
 	return nil, false
 }
@@ -479,6 +534,8 @@ func (m *SeckillOrderMutation) OldField(ctx context.Context, name string) (ent.V
 		return m.OldVoucherID(ctx)
 	case seckillorder.FieldStatus:
 		return m.OldStatus(ctx)
+	case seckillorder.FieldSlot:
+		return m.OldSlot(ctx)
 	}
 	return nil, fmt.Errorf("unknown SeckillOrder field %s", name)
 }
@@ -523,6 +580,13 @@ func (m *SeckillOrderMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetStatus(v)
 		return nil
+	case seckillorder.FieldSlot:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
 	}
 	return fmt.Errorf("unknown SeckillOrder field %s", name)
 }
@@ -555,7 +619,11 @@ func (m *SeckillOrderMutation) AddField(name string, value ent.Value) error {
 // ClearedFields returns all nullable fields that were cleared during this
 // mutation.
 func (m *SeckillOrderMutation) ClearedFields() []string {
-	return nil
+	var fields []string
+	if m.FieldCleared(seckillorder.FieldSlot) {
+		fields = append(fields, seckillorder.FieldSlot)
+	}
+	return fields
 }
 
 // FieldCleared returns a boolean indicating if a field with the given name was
@@ -568,6 +636,11 @@ func (m *SeckillOrderMutation) FieldCleared(name string) bool {
 // ClearField clears the value of the field with the given name. It returns an
 // error if the field is not defined in the schema.
 func (m *SeckillOrderMutation) ClearField(name string) error {
+	switch name {
+	case seckillorder.FieldSlot:
+		m.ClearSlot()
+		return nil
+	}
 	return fmt.Errorf("unknown SeckillOrder nullable field %s", name)
 }
 
@@ -589,6 +662,9 @@ func (m *SeckillOrderMutation) ResetField(name string) error {
 		return nil
 	case seckillorder.FieldStatus:
 		m.ResetStatus()
+		return nil
+	case seckillorder.FieldSlot:
+		m.ResetSlot()
 		return nil
 	}
 	return fmt.Errorf("unknown SeckillOrder field %s", name)

@@ -29,6 +29,8 @@ type SeckillOrder struct {
 	VoucherID int `json:"voucher_id,omitempty"`
 	// Status holds the value of the "status" field.
 	Status seckillorder.Status `json:"status,omitempty"`
+	// Slot holds the value of the "slot" field.
+	Slot *bool `json:"slot,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the SeckillOrderQuery when eager-loading is set.
 	Edges        SeckillOrderEdges `json:"edges"`
@@ -75,6 +77,8 @@ func (*SeckillOrder) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
+		case seckillorder.FieldSlot:
+			values[i] = new(sql.NullBool)
 		case seckillorder.FieldID, seckillorder.FieldUserID, seckillorder.FieldVoucherID:
 			values[i] = new(sql.NullInt64)
 		case seckillorder.FieldStatus:
@@ -131,6 +135,13 @@ func (_m *SeckillOrder) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field status", values[i])
 			} else if value.Valid {
 				_m.Status = seckillorder.Status(value.String)
+			}
+		case seckillorder.FieldSlot:
+			if value, ok := values[i].(*sql.NullBool); !ok {
+				return fmt.Errorf("unexpected type %T for field slot", values[i])
+			} else if value.Valid {
+				_m.Slot = new(bool)
+				*_m.Slot = value.Bool
 			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
@@ -192,6 +203,11 @@ func (_m *SeckillOrder) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("status=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Status))
+	builder.WriteString(", ")
+	if v := _m.Slot; v != nil {
+		builder.WriteString("slot=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
 	builder.WriteByte(')')
 	return builder.String()
 }

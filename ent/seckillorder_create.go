@@ -78,6 +78,20 @@ func (_c *SeckillOrderCreate) SetNillableStatus(v *seckillorder.Status) *Seckill
 	return _c
 }
 
+// SetSlot sets the "slot" field.
+func (_c *SeckillOrderCreate) SetSlot(v bool) *SeckillOrderCreate {
+	_c.mutation.SetSlot(v)
+	return _c
+}
+
+// SetNillableSlot sets the "slot" field if the given value is not nil.
+func (_c *SeckillOrderCreate) SetNillableSlot(v *bool) *SeckillOrderCreate {
+	if v != nil {
+		_c.SetSlot(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *SeckillOrderCreate) SetID(v int) *SeckillOrderCreate {
 	_c.mutation.SetID(v)
@@ -221,6 +235,10 @@ func (_c *SeckillOrderCreate) createSpec() (*SeckillOrder, *sqlgraph.CreateSpec)
 		_spec.SetField(seckillorder.FieldStatus, field.TypeEnum, value)
 		_node.Status = value
 	}
+	if value, ok := _c.mutation.Slot(); ok {
+		_spec.SetField(seckillorder.FieldSlot, field.TypeBool, value)
+		_node.Slot = &value
+	}
 	if nodes := _c.mutation.UserIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
@@ -331,6 +349,24 @@ func (u *SeckillOrderUpsert) UpdateStatus() *SeckillOrderUpsert {
 	return u
 }
 
+// SetSlot sets the "slot" field.
+func (u *SeckillOrderUpsert) SetSlot(v bool) *SeckillOrderUpsert {
+	u.Set(seckillorder.FieldSlot, v)
+	return u
+}
+
+// UpdateSlot sets the "slot" field to the value that was provided on create.
+func (u *SeckillOrderUpsert) UpdateSlot() *SeckillOrderUpsert {
+	u.SetExcluded(seckillorder.FieldSlot)
+	return u
+}
+
+// ClearSlot clears the value of the "slot" field.
+func (u *SeckillOrderUpsert) ClearSlot() *SeckillOrderUpsert {
+	u.SetNull(seckillorder.FieldSlot)
+	return u
+}
+
 // UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
 // Using this option is equivalent to using:
 //
@@ -413,6 +449,27 @@ func (u *SeckillOrderUpsertOne) SetStatus(v seckillorder.Status) *SeckillOrderUp
 func (u *SeckillOrderUpsertOne) UpdateStatus() *SeckillOrderUpsertOne {
 	return u.Update(func(s *SeckillOrderUpsert) {
 		s.UpdateStatus()
+	})
+}
+
+// SetSlot sets the "slot" field.
+func (u *SeckillOrderUpsertOne) SetSlot(v bool) *SeckillOrderUpsertOne {
+	return u.Update(func(s *SeckillOrderUpsert) {
+		s.SetSlot(v)
+	})
+}
+
+// UpdateSlot sets the "slot" field to the value that was provided on create.
+func (u *SeckillOrderUpsertOne) UpdateSlot() *SeckillOrderUpsertOne {
+	return u.Update(func(s *SeckillOrderUpsert) {
+		s.UpdateSlot()
+	})
+}
+
+// ClearSlot clears the value of the "slot" field.
+func (u *SeckillOrderUpsertOne) ClearSlot() *SeckillOrderUpsertOne {
+	return u.Update(func(s *SeckillOrderUpsert) {
+		s.ClearSlot()
 	})
 }
 
@@ -664,6 +721,27 @@ func (u *SeckillOrderUpsertBulk) SetStatus(v seckillorder.Status) *SeckillOrderU
 func (u *SeckillOrderUpsertBulk) UpdateStatus() *SeckillOrderUpsertBulk {
 	return u.Update(func(s *SeckillOrderUpsert) {
 		s.UpdateStatus()
+	})
+}
+
+// SetSlot sets the "slot" field.
+func (u *SeckillOrderUpsertBulk) SetSlot(v bool) *SeckillOrderUpsertBulk {
+	return u.Update(func(s *SeckillOrderUpsert) {
+		s.SetSlot(v)
+	})
+}
+
+// UpdateSlot sets the "slot" field to the value that was provided on create.
+func (u *SeckillOrderUpsertBulk) UpdateSlot() *SeckillOrderUpsertBulk {
+	return u.Update(func(s *SeckillOrderUpsert) {
+		s.UpdateSlot()
+	})
+}
+
+// ClearSlot clears the value of the "slot" field.
+func (u *SeckillOrderUpsertBulk) ClearSlot() *SeckillOrderUpsertBulk {
+	return u.Update(func(s *SeckillOrderUpsert) {
+		s.ClearSlot()
 	})
 }
 

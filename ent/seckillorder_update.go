@@ -48,6 +48,26 @@ func (_u *SeckillOrderUpdate) SetNillableStatus(v *seckillorder.Status) *Seckill
 	return _u
 }
 
+// SetSlot sets the "slot" field.
+func (_u *SeckillOrderUpdate) SetSlot(v bool) *SeckillOrderUpdate {
+	_u.mutation.SetSlot(v)
+	return _u
+}
+
+// SetNillableSlot sets the "slot" field if the given value is not nil.
+func (_u *SeckillOrderUpdate) SetNillableSlot(v *bool) *SeckillOrderUpdate {
+	if v != nil {
+		_u.SetSlot(*v)
+	}
+	return _u
+}
+
+// ClearSlot clears the value of the "slot" field.
+func (_u *SeckillOrderUpdate) ClearSlot() *SeckillOrderUpdate {
+	_u.mutation.ClearSlot()
+	return _u
+}
+
 // Mutation returns the SeckillOrderMutation object of the builder.
 func (_u *SeckillOrderUpdate) Mutation() *SeckillOrderMutation {
 	return _u.mutation
@@ -123,6 +143,12 @@ func (_u *SeckillOrderUpdate) sqlSave(ctx context.Context) (_node int, err error
 	if value, ok := _u.mutation.Status(); ok {
 		_spec.SetField(seckillorder.FieldStatus, field.TypeEnum, value)
 	}
+	if value, ok := _u.mutation.Slot(); ok {
+		_spec.SetField(seckillorder.FieldSlot, field.TypeBool, value)
+	}
+	if _u.mutation.SlotCleared() {
+		_spec.ClearField(seckillorder.FieldSlot, field.TypeBool)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{seckillorder.Label}
@@ -160,6 +186,26 @@ func (_u *SeckillOrderUpdateOne) SetNillableStatus(v *seckillorder.Status) *Seck
 	if v != nil {
 		_u.SetStatus(*v)
 	}
+	return _u
+}
+
+// SetSlot sets the "slot" field.
+func (_u *SeckillOrderUpdateOne) SetSlot(v bool) *SeckillOrderUpdateOne {
+	_u.mutation.SetSlot(v)
+	return _u
+}
+
+// SetNillableSlot sets the "slot" field if the given value is not nil.
+func (_u *SeckillOrderUpdateOne) SetNillableSlot(v *bool) *SeckillOrderUpdateOne {
+	if v != nil {
+		_u.SetSlot(*v)
+	}
+	return _u
+}
+
+// ClearSlot clears the value of the "slot" field.
+func (_u *SeckillOrderUpdateOne) ClearSlot() *SeckillOrderUpdateOne {
+	_u.mutation.ClearSlot()
 	return _u
 }
 
@@ -267,6 +313,12 @@ func (_u *SeckillOrderUpdateOne) sqlSave(ctx context.Context) (_node *SeckillOrd
 	}
 	if value, ok := _u.mutation.Status(); ok {
 		_spec.SetField(seckillorder.FieldStatus, field.TypeEnum, value)
+	}
+	if value, ok := _u.mutation.Slot(); ok {
+		_spec.SetField(seckillorder.FieldSlot, field.TypeBool, value)
+	}
+	if _u.mutation.SlotCleared() {
+		_spec.ClearField(seckillorder.FieldSlot, field.TypeBool)
 	}
 	_node = &SeckillOrder{config: _u.config}
 	_spec.Assign = _node.assignValues

@@ -8,6 +8,7 @@ import (
 	"github.com/surgekit/surge/internal/apperr"
 	"github.com/surgekit/surge/internal/auth"
 	"github.com/surgekit/surge/internal/catalog"
+	"github.com/surgekit/surge/seckill"
 )
 
 // Resolver holds the services the resolvers translate GraphQL calls into. Resolvers stay
@@ -16,6 +17,7 @@ type Resolver struct {
 	DB      *ent.Client
 	Auth    *auth.Service
 	Catalog *catalog.Service
+	Seckill *seckill.Service
 }
 
 // Page sizes for connections: a missing first/last means DefaultPageSize, more than

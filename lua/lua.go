@@ -70,4 +70,21 @@ var (
 	LockReentrantExtend = load("lock_reentrant_extend.lua")
 	// LockFenceFloor raises a fence counter to at least a value (Redlock's monotonic fence).
 	LockFenceFloor = load("lock_fence_floor.lua")
+
+	// SeckillGrab admits one buyer to a flash sale (stock, one order per user, sale window)
+	// and appends the order to the voucher's stream, or says why not; all checks come first.
+	SeckillGrab = load("seckill_grab.lua")
+	// SeckillWarmReset starts a full rebuild of a voucher's admission state (admission pauses).
+	SeckillWarmReset = load("seckill_warm_reset.lua")
+	// SeckillWarmBuyers adds one batch of buyers during a rebuild.
+	SeckillWarmBuyers = load("seckill_warm_buyers.lua")
+	// SeckillWarmCommit sets a voucher's window and stock (database stock minus the stream's
+	// backlog) and makes it ready.
+	SeckillWarmCommit = load("seckill_warm_commit.lua")
+	// SeckillAck acknowledges persisted orders and deletes them from the stream.
+	SeckillAck = load("seckill_ack.lua")
+	// SeckillFail moves an order entry to the dead-letter stream and compensates its admission.
+	SeckillFail = load("seckill_fail.lua")
+	// SeckillSupersede settles an order refused as a duplicate of the user's existing order.
+	SeckillSupersede = load("seckill_supersede.lua")
 )

@@ -1,5 +1,34 @@
-// Package seckill will own the flash-sale flow: atomic Lua admission, asynchronous order
-// persistence through a Redis Stream consumer group, recovery and reconciliation.
+// Package seckill is the flash-sale flow: admission in Redis by one Lua script per grab,
+// orders persisted asynchronously from a Redis Stream consumer group into the database, and
+// the recovery that keeps Redis and the database in agreement.
 //
-// Not implemented yet: it is tracked as issue 5. Nothing imports it.
+// # Admission
+//
+// Each seckill voucher has its own hash tag, so all its keys live in one Cluster slot and
+// every script declares them in KEYS (see [Keys]): a meta hash (sale window, on/off), the
+// stock, the buyers (user -> order id) and the orders stream. [Service.Grab] draws an order id
+// from idgen and runs lua/seckill_grab.lua, which checks everything — ready, window, one order
+// per user, stock — before its first write, then appends the order to the stream, records the
+// buyer and decrements the stock. A missing key is "not ready", never "sold out": the grab
+// triggers a rebuild from the database ([Service.Warm]) and the client retries.
+//
+// # Persistence
+//
+// [Service.RunConsumer] runs one consumer per process in the group "orders" of every live
+// voucher stream: XREADGROUP in batches, one database transaction per batch (inserts that
+// ignore duplicates, the stock decremented by the rows inserted, guarded by stock >= n), then
+// XACK and XDEL, so a stream holds exactly the orders not yet in the database. Entries a dead
+// consumer left pending are claimed (XAUTOCLAIM) by any live one; an entry delivered more than
+// MaxDeliveries times goes to the voucher's dead-letter stream, its order is recorded FAILED
+// and its admission compensated (buyer removed, unit back on sale).
+//
+// A per-voucher lock (package lock) serialises each batch commit with rebuilds, so that a
+// rebuild sees every order either in the database or in the stream, never in both or neither.
+//
+// # The simple strategy
+//
+// [StrategySync] does the classic synchronous version instead: a per-user lock, then one
+// database transaction that decrements the stock with UPDATE ... WHERE stock > 0 and inserts
+// the order, the unique (user, voucher) index as the last line of defence. It needs no warm-up
+// and no consumer, and caps out at what the voucher's row lock allows.
 package seckill

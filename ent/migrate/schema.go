@@ -14,7 +14,8 @@ var (
 		{Name: "id", Type: field.TypeInt, Increment: true},
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "updated_at", Type: field.TypeTime},
-		{Name: "status", Type: field.TypeEnum, Enums: []string{"CREATED", "PAID", "CANCELLED", "REFUNDED", "FAILED"}, Default: "CREATED"},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"QUEUED", "CREATED", "PAID", "CANCELLED", "REFUNDED", "FAILED"}, Default: "CREATED"},
+		{Name: "slot", Type: field.TypeBool, Nullable: true},
 		{Name: "user_id", Type: field.TypeInt},
 		{Name: "voucher_id", Type: field.TypeInt},
 	}
@@ -26,27 +27,27 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "tb_voucher_order_users_orders",
-				Columns:    []*schema.Column{TbVoucherOrderColumns[4]},
+				Columns:    []*schema.Column{TbVoucherOrderColumns[5]},
 				RefColumns: []*schema.Column{UsersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "tb_voucher_order_vouchers_orders",
-				Columns:    []*schema.Column{TbVoucherOrderColumns[5]},
+				Columns:    []*schema.Column{TbVoucherOrderColumns[6]},
 				RefColumns: []*schema.Column{VouchersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 		},
 		Indexes: []*schema.Index{
 			{
-				Name:    "seckillorder_user_id_voucher_id",
+				Name:    "seckillorder_user_id_voucher_id_slot",
 				Unique:  true,
-				Columns: []*schema.Column{TbVoucherOrderColumns[4], TbVoucherOrderColumns[5]},
+				Columns: []*schema.Column{TbVoucherOrderColumns[5], TbVoucherOrderColumns[6], TbVoucherOrderColumns[4]},
 			},
 			{
 				Name:    "seckillorder_voucher_id",
 				Unique:  false,
-				Columns: []*schema.Column{TbVoucherOrderColumns[5]},
+				Columns: []*schema.Column{TbVoucherOrderColumns[6]},
 			},
 		},
 	}

@@ -22,7 +22,13 @@ func (SeckillOrder) Fields() []ent.Field {
 		field.Int("id").Positive().Immutable(),
 		field.Int("user_id").Immutable(),
 		field.Int("voucher_id").Immutable(),
-		field.Enum("status").Values("CREATED", "PAID", "CANCELLED", "REFUNDED", "FAILED").Default("CREATED"),
+		// QUEUED is never stored: it is how the API shows an order admitted in Redis whose row
+		// the stream consumer has not written yet. A FAILED row is one the consumer gave up on.
+		field.Enum("status").Values("QUEUED", "CREATED", "PAID", "CANCELLED", "REFUNDED", "FAILED").Default("CREATED"),
+		// slot is true while the order holds the user's one order of the voucher, and NULL
+		// once it FAILED: the unique index below treats NULLs as distinct, so a failed order
+		// does not block the user's retry while two live orders can never coexist.
+		field.Bool("slot").Optional().Nillable().Annotations(entgql.Skip(entgql.SkipAll)),
 	}
 }
 
@@ -35,8 +41,9 @@ func (SeckillOrder) Edges() []ent.Edge {
 
 func (SeckillOrder) Indexes() []ent.Index {
 	return []ent.Index{
-		// One order per user per voucher, enforced by the database whatever the caller does.
-		index.Fields("user_id", "voucher_id").Unique(),
+		// One live order per user per voucher, enforced by the database whatever the caller
+		// does (failed orders have a NULL slot and do not count).
+		index.Fields("user_id", "voucher_id", "slot").Unique(),
 		index.Fields("voucher_id"),
 	}
 }

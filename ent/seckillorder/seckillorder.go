@@ -27,6 +27,8 @@ const (
 	FieldVoucherID = "voucher_id"
 	// FieldStatus holds the string denoting the status field in the database.
 	FieldStatus = "status"
+	// FieldSlot holds the string denoting the slot field in the database.
+	FieldSlot = "slot"
 	// EdgeUser holds the string denoting the user edge name in mutations.
 	EdgeUser = "user"
 	// EdgeVoucher holds the string denoting the voucher edge name in mutations.
@@ -57,6 +59,7 @@ var Columns = []string{
 	FieldUserID,
 	FieldVoucherID,
 	FieldStatus,
+	FieldSlot,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -88,6 +91,7 @@ const DefaultStatus = StatusCREATED
 
 // Status values.
 const (
+	StatusQUEUED    Status = "QUEUED"
 	StatusCREATED   Status = "CREATED"
 	StatusPAID      Status = "PAID"
 	StatusCANCELLED Status = "CANCELLED"
@@ -102,7 +106,7 @@ func (s Status) String() string {
 // StatusValidator is a validator for the "status" field enum values. It is called by the builders before save.
 func StatusValidator(s Status) error {
 	switch s {
-	case StatusCREATED, StatusPAID, StatusCANCELLED, StatusREFUNDED, StatusFAILED:
+	case StatusQUEUED, StatusCREATED, StatusPAID, StatusCANCELLED, StatusREFUNDED, StatusFAILED:
 		return nil
 	default:
 		return fmt.Errorf("seckillorder: invalid enum value for status field: %q", s)
@@ -140,6 +144,11 @@ func ByVoucherID(opts ...sql.OrderTermOption) OrderOption {
 // ByStatus orders the results by the status field.
 func ByStatus(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldStatus, opts...).ToFunc()
+}
+
+// BySlot orders the results by the slot field.
+func BySlot(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSlot, opts...).ToFunc()
 }
 
 // ByUserField orders the results by user field.

@@ -75,6 +75,11 @@ func VoucherID(v int) predicate.SeckillOrder {
 	return predicate.SeckillOrder(sql.FieldEQ(FieldVoucherID, v))
 }
 
+// Slot applies equality check predicate on the "slot" field. It's identical to SlotEQ.
+func Slot(v bool) predicate.SeckillOrder {
+	return predicate.SeckillOrder(sql.FieldEQ(FieldSlot, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.SeckillOrder {
 	return predicate.SeckillOrder(sql.FieldEQ(FieldCreatedAt, v))
@@ -213,6 +218,26 @@ func StatusIn(vs ...Status) predicate.SeckillOrder {
 // StatusNotIn applies the NotIn predicate on the "status" field.
 func StatusNotIn(vs ...Status) predicate.SeckillOrder {
 	return predicate.SeckillOrder(sql.FieldNotIn(FieldStatus, vs...))
+}
+
+// SlotEQ applies the EQ predicate on the "slot" field.
+func SlotEQ(v bool) predicate.SeckillOrder {
+	return predicate.SeckillOrder(sql.FieldEQ(FieldSlot, v))
+}
+
+// SlotNEQ applies the NEQ predicate on the "slot" field.
+func SlotNEQ(v bool) predicate.SeckillOrder {
+	return predicate.SeckillOrder(sql.FieldNEQ(FieldSlot, v))
+}
+
+// SlotIsNil applies the IsNil predicate on the "slot" field.
+func SlotIsNil() predicate.SeckillOrder {
+	return predicate.SeckillOrder(sql.FieldIsNull(FieldSlot))
+}
+
+// SlotNotNil applies the NotNil predicate on the "slot" field.
+func SlotNotNil() predicate.SeckillOrder {
+	return predicate.SeckillOrder(sql.FieldNotNull(FieldSlot))
 }
 
 // HasUser applies the HasEdge predicate on the "user" edge.

@@ -24,6 +24,7 @@ import (
 	"github.com/surgekit/surge/internal/playground"
 	"github.com/surgekit/surge/internal/server"
 	"github.com/surgekit/surge/internal/store"
+	"github.com/surgekit/surge/seckill"
 )
 
 // App is a wired server: its dependencies and its root HTTP handler.
@@ -33,12 +34,14 @@ type App struct {
 	Redis   redis.UniversalClient
 	Auth    *auth.Service
 	Catalog *catalog.Service
+	Seckill *seckill.Service
 	Handler http.Handler
 	Log     *slog.Logger
 	Seeded  bool
 
-	closers []func() error
-	once    sync.Once
+	redisAddrs []string
+	closers    []func() error
+	once       sync.Once
 }
 
 // Options lets callers (tests, tools) replace parts of the wiring.
@@ -83,7 +86,10 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, func() error { a.Catalog.Close(); return nil })
-	res := &gql.Resolver{DB: a.DB.Ent, Auth: a.Auth, Catalog: a.Catalog}
+	if err := a.startSeckill(ctx, registry); err != nil {
+		return nil, err
+	}
+	res := &gql.Resolver{DB: a.DB.Ent, Auth: a.Auth, Catalog: a.Catalog, Seckill: a.Seckill}
 	a.Handler = server.New(res, server.Options{
 		Introspection: cfg.Introspection,
 		Suggestions:   cfg.Dev(),
@@ -100,6 +106,51 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	return a, nil
 }
 
+// startSeckill creates the seckill service, warms the vouchers on sale and starts the order
+// stream consumer, whose blocking reads get a connection pool of their own.
+func (a *App) startSeckill(ctx context.Context, registry prometheus.Registerer) error {
+	rate := seckill.RateLimit{PerSecond: a.Config.SeckillRate, Burst: int(2 * a.Config.SeckillRate)}
+	streams := redis.NewUniversalClient(a.redisOptions(100))
+	a.closers = append(a.closers, streams.Close)
+	var err error
+	a.Seckill, err = seckill.New(a.DB.Ent, a.Redis, seckill.Options{
+		Strategy:     seckill.Strategy(a.Config.SeckillStrategy),
+		Prefix:       a.Config.SeckillPrefix,
+		Dialect:      a.DB.Dialect,
+		RateLimit:    rate,
+		Logger:       a.Log,
+		Registerer:   registry,
+		StreamClient: streams,
+	})
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, a.Seckill.Close)
+	if err := a.Seckill.WarmAll(ctx); err != nil {
+		return err
+	}
+	if a.Config.SeckillConsumer {
+		runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = a.Seckill.RunConsumer(runCtx)
+		}()
+		a.closers = append(a.closers, func() error { stop(); <-done; return nil })
+	}
+	return nil
+}
+
+func (a *App) redisOptions(poolSize int) *redis.UniversalOptions {
+	return &redis.UniversalOptions{
+		Addrs:    a.redisAddrs,
+		Password: a.Config.RedisPassword,
+		// One address is a single node even if it is a Cluster seed; say two for Cluster.
+		IsClusterMode: len(a.redisAddrs) > 1,
+		PoolSize:      poolSize,
+	}
+}
+
 func (a *App) openRedis(ctx context.Context) error {
 	addrs := a.Config.RedisAddrs
 	if len(addrs) == 0 {
@@ -111,12 +162,8 @@ func (a *App) openRedis(ctx context.Context) error {
 		a.closers = append(a.closers, func() error { stop(); m.Close(); return nil })
 		addrs = []string{m.Addr()}
 	}
-	a.Redis = redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:    addrs,
-		Password: a.Config.RedisPassword,
-		// One address is a single node even if it is a Cluster seed; say two for Cluster.
-		IsClusterMode: len(addrs) > 1,
-	})
+	a.redisAddrs = addrs
+	a.Redis = redis.NewUniversalClient(a.redisOptions(0))
 	a.closers = append(a.closers, a.Redis.Close)
 	if err := a.Redis.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("connecting to Redis %v: %w", addrs, err)

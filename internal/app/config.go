@@ -24,6 +24,18 @@ type Config struct {
 	MaxComplexity int      // SURGE_MAX_COMPLEXITY, -max-complexity (3000)
 	MaxDepth      int      // SURGE_MAX_DEPTH, -max-depth (10)
 	CachePrefix   string   // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
+	// SeckillStrategy is SURGE_SECKILL_STRATEGY, -seckill-strategy: "lua" (Redis admission,
+	// asynchronous orders; default) or "sync" (one database transaction per grab).
+	SeckillStrategy string
+	// SeckillRate is SURGE_SECKILL_RATE, -seckill-rate: grabs per second per user per server
+	// (5, burst 2x); a negative value disables the limit.
+	SeckillRate float64
+	// SeckillConsumer is SURGE_SECKILL_CONSUMER, -seckill-consumer: run the order stream
+	// consumer in this process (true).
+	SeckillConsumer bool
+	// SeckillPrefix is SURGE_SECKILL_PREFIX, -seckill-prefix ("seckill"): namespace of the
+	// seckill keys and locks.
+	SeckillPrefix string
 	ShutdownGrace time.Duration
 }
 
@@ -60,6 +72,10 @@ func ParseConfig(args []string, getenv func(string) string) (Config, error) {
 	maxComplexity := fs.Int("max-complexity", envInt(getenv, "SURGE_MAX_COMPLEXITY", 3000), "complexity budget per operation (SURGE_MAX_COMPLEXITY)")
 	maxDepth := fs.Int("max-depth", envInt(getenv, "SURGE_MAX_DEPTH", 10), "maximum query depth (SURGE_MAX_DEPTH)")
 	cachePrefix := fs.String("cache-prefix", env("SURGE_CACHE_PREFIX", "cache"), "prefix of cache keys, to share one Redis between deployments (SURGE_CACHE_PREFIX)")
+	strategy := fs.String("seckill-strategy", env("SURGE_SECKILL_STRATEGY", "lua"), `seckill strategy: "lua" or "sync" (SURGE_SECKILL_STRATEGY)`)
+	rate := fs.Float64("seckill-rate", envFloat(getenv, "SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
+	consumer := fs.String("seckill-consumer", env("SURGE_SECKILL_CONSUMER", ""), "run the order stream consumer in this process: true/false (SURGE_SECKILL_CONSUMER; default true)")
+	seckillPrefix := fs.String("seckill-prefix", env("SURGE_SECKILL_PREFIX", "seckill"), "prefix of seckill keys, to share one Redis between deployments (SURGE_SECKILL_PREFIX)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -70,6 +86,10 @@ func ParseConfig(args []string, getenv func(string) string) (Config, error) {
 		Addr: *addr, DataDir: *dataDir, RedisAddrs: splitList(*redisAddrs), RedisPassword: *redisPassword,
 		MySQLDSN: *dsn, Mode: *mode, AdminPhones: splitList(*admins),
 		MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, CachePrefix: *cachePrefix, ShutdownGrace: 15 * time.Second,
+		SeckillStrategy: *strategy, SeckillRate: *rate, SeckillPrefix: *seckillPrefix,
+	}
+	if c.SeckillStrategy != "lua" && c.SeckillStrategy != "sync" {
+		return Config{}, fmt.Errorf("invalid seckill strategy %q: want lua or sync", c.SeckillStrategy)
 	}
 	if c.Mode == "" {
 		c.Mode = "production"
@@ -84,6 +104,9 @@ func ParseConfig(args []string, getenv func(string) string) (Config, error) {
 	if c.Seed, err = parseBool("seed", *seed, c.Dev()); err != nil {
 		return Config{}, err
 	}
+	if c.SeckillConsumer, err = parseBool("seckill-consumer", *consumer, true); err != nil {
+		return Config{}, err
+	}
 	if c.Introspection, err = parseBool("introspection", *intro, c.Dev()); err != nil {
 		return Config{}, err
 	}
@@ -93,6 +116,9 @@ func ParseConfig(args []string, getenv func(string) string) (Config, error) {
 	if c.CachePrefix == "" || strings.ContainsAny(c.CachePrefix, "{} ") {
 		return Config{}, fmt.Errorf("invalid cache prefix %q", c.CachePrefix)
 	}
+	if c.SeckillPrefix == "" || strings.ContainsAny(c.SeckillPrefix, "{} ") {
+		return Config{}, fmt.Errorf("invalid seckill prefix %q", c.SeckillPrefix)
+	}
 	if c.MaxComplexity <= 0 || c.MaxDepth <= 0 {
 		return Config{}, fmt.Errorf("max-complexity and max-depth must be positive")
 	}
@@ -101,6 +127,13 @@ func ParseConfig(args []string, getenv func(string) string) (Config, error) {
 
 func envInt(getenv func(string) string, k string, def int) int {
 	if n, err := strconv.Atoi(strings.TrimSpace(getenv(k))); err == nil {
+		return n
+	}
+	return def
+}
+
+func envFloat(getenv func(string) string, k string, def float64) float64 {
+	if n, err := strconv.ParseFloat(strings.TrimSpace(getenv(k)), 64); err == nil {
 		return n
 	}
 	return def

@@ -54,11 +54,12 @@ func start(t *testing.T, tweak ...func(*app.Config)) *env {
 	admin := testenv.Phone()
 	cfg, err := app.ParseConfig(nil, func(k string) string {
 		return map[string]string{
-			"SURGE_REDIS_ADDRS":  testenv.RedisAddr(),
-			"SURGE_MYSQL_DSN":    testenv.MySQL(t),
-			"SURGE_ADMIN_PHONES": admin,
-			"SURGE_SEED":         "true",
-			"SURGE_CACHE_PREFIX": "test" + testenv.Phone(), // tests share Redis, not databases
+			"SURGE_REDIS_ADDRS":    testenv.RedisAddr(),
+			"SURGE_MYSQL_DSN":      testenv.MySQL(t),
+			"SURGE_ADMIN_PHONES":   admin,
+			"SURGE_SEED":           "true",
+			"SURGE_CACHE_PREFIX":   "test" + testenv.Phone(), // tests share Redis, not databases
+			"SURGE_SECKILL_PREFIX": "seckill-test" + testenv.Phone(),
 		}[k]
 	})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	_ "modernc.org/sqlite" // registers driver "sqlite" (pure Go, no cgo)
 
 	"github.com/surgekit/surge/ent"
+	"github.com/surgekit/surge/ent/migrate"
 )
 
 // DB is an ent client plus the *sql.DB under it (for health checks and raw batches).
@@ -73,10 +74,10 @@ func wrap(db *sql.DB, d string) *DB {
 	return &DB{Ent: ent.NewClient(ent.Driver(entsql.OpenDB(d, db))), SQL: db, Dialect: d}
 }
 
-// Migrate creates or updates the schema. It is additive: columns and indexes are added,
-// nothing is dropped.
+// Migrate creates or updates the schema: columns and indexes are added, indexes the schema
+// no longer declares are dropped, columns are never dropped.
 func (d *DB) Migrate(ctx context.Context) error {
-	if err := d.Ent.Schema.Create(ctx); err != nil {
+	if err := d.Ent.Schema.Create(ctx, migrate.WithDropIndex(true)); err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
 	return nil

@@ -1,0 +1,37 @@
+-- Sets a voucher's sale window and stock and makes it ready. The stock is the database stock
+-- minus the orders still in the stream (admitted, not yet written), computed here so that no
+-- admission slips between reading the stream's length and setting the stock. With
+-- rebuild = 1 the stream's buyers are added back too (the database cannot know them).
+-- The caller holds the voucher's lock, so the consumer commits nothing meanwhile.
+-- KEYS[1] meta   KEYS[2] stock   KEYS[3] buyers   KEYS[4] orders stream
+-- ARGV[1] begin (Unix ms)   ARGV[2] end   ARGV[3] on (1/0)   ARGV[4] database stock
+-- ARGV[5] rebuild (1/0)
+-- Returns the stock set.
+local t = redis.call('TYPE', KEYS[4])['ok']
+if t ~= 'stream' and t ~= 'none' then
+  return redis.error_reply('WRONGTYPE seckill: ' .. KEYS[4] .. ' is a ' .. t .. ', not a stream')
+end
+local queued = 0
+if t == 'stream' then
+  queued = redis.call('XLEN', KEYS[4])
+  if ARGV[5] == '1' and queued > 0 then
+    local entries = redis.call('XRANGE', KEYS[4], '-', '+')
+    for _, e in ipairs(entries) do
+      local f = e[2]
+      local user, order
+      for i = 1, #f, 2 do
+        if f[i] == 'u' then user = f[i + 1] elseif f[i] == 'o' then order = f[i + 1] end
+      end
+      if user and order then
+        redis.call('HSET', KEYS[3], user, order)
+      end
+    end
+  end
+end
+local stock = tonumber(ARGV[4]) - queued
+if stock < 0 then
+  stock = 0
+end
+redis.call('SET', KEYS[2], stock)
+redis.call('HSET', KEYS[1], 'begin', ARGV[1], 'end', ARGV[2], 'on', ARGV[3])
+return stock

@@ -1,0 +1,363 @@
+package seckill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/lua"
+)
+
+// RunConsumer persists admitted orders until ctx ends: every second it lists the vouchers
+// warmed into Redis and keeps one reader per voucher whose sale is on (or ended less than
+// Linger ago) or whose stream still holds orders. Run it in every server process: the
+// readers of all processes share each stream's consumer group. It returns nil when ctx ends.
+func (s *Service) RunConsumer(ctx context.Context) error {
+	if s.opts.Strategy == StrategySync {
+		<-ctx.Done()
+		return nil
+	}
+	var (
+		mu      sync.Mutex
+		running = map[int]bool{}
+		wg      sync.WaitGroup
+	)
+	defer wg.Wait()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		live, err := s.liveVouchers(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("listing seckill vouchers", "err", err)
+		}
+		for _, v := range live {
+			mu.Lock()
+			start := !running[v]
+			running[v] = true
+			mu.Unlock()
+			if start {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s.readVoucher(ctx, v)
+					mu.Lock()
+					delete(running, v)
+					mu.Unlock()
+				}()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// liveVouchers lists the registered vouchers that need a reader; vouchers whose sale ended
+// more than Linger ago with an empty stream leave the registry.
+func (s *Service) liveVouchers(ctx context.Context) ([]int, error) {
+	zs, err := s.rdb.ZRangeWithScores(ctx, s.registryKey(), 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	cutoff := float64(s.opts.Clock().Add(-s.opts.Linger).UnixMilli())
+	var live, old []int
+	for _, z := range zs {
+		id, err := strconv.Atoi(fmt.Sprint(z.Member))
+		if err != nil {
+			continue
+		}
+		if z.Score >= cutoff {
+			live = append(live, id)
+		} else {
+			old = append(old, id)
+		}
+	}
+	if len(old) == 0 {
+		return live, nil
+	}
+	lens := make([]*redis.IntCmd, len(old))
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, v := range old {
+			lens[i] = p.XLen(ctx, s.keys(v).Orders)
+		}
+		return nil
+	})
+	for i, v := range old {
+		n, err := lens[i].Result()
+		switch {
+		case err == nil && n > 0:
+			live = append(live, v)
+		case err == nil || errors.Is(err, redis.Nil):
+			s.rdb.ZRem(ctx, s.registryKey(), v)
+		}
+	}
+	return live, nil
+}
+
+// readVoucher is one voucher's reader: it reads new entries in batches, and every ClaimIdle/2
+// takes over entries other consumers (or this one, after a failure) left pending too long.
+// It returns when ctx ends, or when the sale is long over and the stream is empty.
+func (s *Service) readVoucher(ctx context.Context, voucherID int) {
+	k := s.keys(voucherID)
+	rdb := s.opts.StreamClient
+	claimEvery := s.opts.ClaimIdle / 2
+	block := min(s.opts.Block, claimEvery)
+	var lastClaim time.Time
+	claimCursor := "0-0"
+	for ctx.Err() == nil {
+		if !s.waitForDatabase(ctx) {
+			return
+		}
+		if time.Since(lastClaim) >= claimEvery {
+			lastClaim = time.Now()
+			claimCursor = s.claim(ctx, voucherID, claimCursor)
+		}
+		streams, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: s.opts.Group, Consumer: s.opts.Consumer, Streams: []string{k.Orders, ">"},
+			Count: int64(s.opts.BatchSize), Block: block,
+		}).Result()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, redis.Nil):
+			if s.finished(ctx, voucherID) {
+				return
+			}
+			continue
+		case err != nil && strings.HasPrefix(err.Error(), "NOGROUP"):
+			// The stream or its group is gone (Redis lost state): recreate and go on.
+			if err := s.ensureGroup(ctx, rdb, k.Orders); err != nil {
+				s.log.Warn("recreating a consumer group", "voucher", voucherID, "err", err)
+				sleep(ctx, time.Second)
+			}
+			continue
+		case err != nil:
+			s.log.Warn("reading orders", "voucher", voucherID, "err", err)
+			sleep(ctx, time.Second)
+			continue
+		}
+		for _, st := range streams {
+			s.persist(ctx, voucherID, st.Messages)
+		}
+	}
+}
+
+// finished reports whether a voucher's reader can stop: its sale ended Linger ago or more and
+// no order waits in its stream.
+func (s *Service) finished(ctx context.Context, voucherID int) bool {
+	end, err := s.rdb.ZScore(ctx, s.registryKey(), strconv.Itoa(voucherID)).Result()
+	if err != nil || end >= float64(s.opts.Clock().Add(-s.opts.Linger).UnixMilli()) {
+		return false
+	}
+	n, err := s.rdb.XLen(ctx, s.keys(voucherID).Orders).Result()
+	return err == nil && n == 0
+}
+
+// claim takes over entries pending for longer than ClaimIdle (their consumer died or failed
+// to persist them) and persists them, or dead-letters those delivered too often. It returns
+// the XAUTOCLAIM cursor to continue from next time.
+func (s *Service) claim(ctx context.Context, voucherID int, cursor string) string {
+	k := s.keys(voucherID)
+	msgs, next, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+		Stream: k.Orders, Group: s.opts.Group, Consumer: s.opts.Consumer,
+		MinIdle: s.opts.ClaimIdle, Start: cursor, Count: int64(s.opts.BatchSize),
+	}).Result()
+	if err != nil {
+		if ctx.Err() == nil && !strings.HasPrefix(err.Error(), "NOGROUP") {
+			s.log.Warn("claiming pending orders", "voucher", voucherID, "err", err)
+		}
+		return "0-0"
+	}
+	if len(msgs) == 0 {
+		return next
+	}
+	s.m.claimed.Add(float64(len(msgs)))
+	// XAUTOCLAIM counted this delivery; XPENDING tells how many there were.
+	pending, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: k.Orders, Group: s.opts.Group, Consumer: s.opts.Consumer,
+		Start: msgs[0].ID, End: msgs[len(msgs)-1].ID, Count: int64(2 * len(msgs)),
+	}).Result()
+	if err != nil {
+		s.log.Warn("reading delivery counts", "voucher", voucherID, "err", err)
+		return next
+	}
+	deliveries := make(map[string]int64, len(pending))
+	for _, p := range pending {
+		deliveries[p.ID] = p.RetryCount
+	}
+	var retry []redis.XMessage
+	for _, m := range msgs {
+		if n := deliveries[m.ID]; n > s.opts.MaxDeliveries {
+			s.deadLetter(ctx, voucherID, m, n)
+		} else {
+			retry = append(retry, m)
+		}
+	}
+	s.persist(ctx, voucherID, retry)
+	return next
+}
+
+// persist writes a batch of entries to the database and settles what was written. A batch
+// that fails is retried entry by entry, so one bad entry does not hold up the others; entries
+// that still fail stay pending, to be claimed again later and dead-lettered eventually. If the
+// database itself is unreachable, nothing is retried: the reader waits for it.
+func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMessage) {
+	if len(msgs) == 0 {
+		return
+	}
+	orders := make([]order, 0, len(msgs))
+	for _, m := range msgs {
+		o, err := parseEntry(m)
+		if err != nil {
+			s.noteFailure(m.ID, err)
+			s.log.Error("unreadable order entry left pending", "voucher", voucherID, "err", err)
+			continue
+		}
+		orders = append(orders, o)
+	}
+	if len(orders) == 0 {
+		return
+	}
+	start := time.Now()
+	l, err := s.lockVoucher(ctx, voucherID)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("persisting orders", "voucher", voucherID, "err", err)
+		}
+		return
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	lctx := l.Context()
+	done, sup, err := s.writeBatch(lctx, voucherID, orders)
+	if err != nil {
+		if !s.databaseUp(ctx) {
+			s.dbDown.Store(true)
+			s.log.Warn("database unreachable: orders stay queued", "voucher", voucherID, "err", err)
+			return
+		}
+		done, sup = nil, nil
+		for _, o := range orders {
+			d, su, err := s.writeBatch(lctx, voucherID, []order{o})
+			if err != nil {
+				s.noteFailure(o.entry, err)
+				s.log.Error("order not persisted; it stays pending", "voucher", voucherID, "order", o.id, "err", err)
+				continue
+			}
+			done = append(done, d...)
+			sup = append(sup, su...)
+		}
+	}
+	s.settle(context.WithoutCancel(ctx), voucherID, done, sup)
+	s.m.batches.Observe(time.Since(start).Seconds())
+}
+
+// settle acknowledges and deletes persisted entries and resolves superseded ones. If Redis
+// fails here, the entries stay pending and their redelivery finds them persisted.
+func (s *Service) settle(ctx context.Context, voucherID int, done []order, sup []superseded) {
+	k := s.keys(voucherID)
+	if len(done) > 0 {
+		args := make([]any, 0, len(done)+1)
+		args = append(args, s.opts.Group)
+		for _, o := range done {
+			args = append(args, o.entry)
+			s.lastErr.Delete(o.entry)
+		}
+		if err := lua.SeckillAck.Run(ctx, s.rdb, []string{k.Orders}, args...).Err(); err != nil {
+			s.log.Warn("acknowledging persisted orders", "voucher", voucherID, "err", err)
+		}
+		s.m.persisted.Add(float64(len(done)))
+	}
+	for _, x := range sup {
+		s.log.Warn("order superseded by the user's existing order", "voucher", voucherID,
+			"order", x.order.id, "existing", x.existing, "user", x.order.user)
+		err := lua.SeckillSupersede.Run(ctx, s.rdb, []string{k.Orders, k.Stock, k.Buyers},
+			s.opts.Group, x.order.entry, x.order.user, x.order.id, x.existing).Err()
+		if err != nil {
+			s.log.Warn("settling a superseded order", "voucher", voucherID, "err", err)
+		}
+	}
+}
+
+// deadLetter gives up on an entry: its order is recorded FAILED in the database (if it can
+// be), the entry moves to the dead-letter stream and its admission is compensated.
+func (s *Service) deadLetter(ctx context.Context, voucherID int, m redis.XMessage, deliveries int64) {
+	k := s.keys(voucherID)
+	reason := fmt.Sprintf("not persisted after %d deliveries", deliveries)
+	var cause error
+	if v, ok := s.lastErr.LoadAndDelete(m.ID); ok {
+		cause = v.(error)
+		reason += ": " + cause.Error()
+	}
+	o, err := parseEntry(m)
+	user, orderID, restore := "", "", 0
+	if err == nil {
+		persisted, err := s.recordFailed(ctx, voucherID, o)
+		if err != nil {
+			s.log.Error("could not record the FAILED order", "voucher", voucherID, "order", o.id, "err", err)
+		}
+		if persisted {
+			// It reached the database after all: settle it as done.
+			s.settle(ctx, voucherID, []order{o}, nil)
+			return
+		}
+		user, orderID = strconv.Itoa(o.user), strconv.FormatInt(o.id, 10)
+		if !errors.Is(cause, errStockGuard) {
+			restore = 1
+		}
+	}
+	settled, err := lua.SeckillFail.Run(ctx, s.rdb, []string{k.Orders, k.Dead, k.Stock, k.Buyers},
+		s.opts.Group, m.ID, user, orderID, restore, reason, deliveries, s.opts.DeadLetterMaxLen).Int()
+	if err != nil {
+		s.log.Error("dead-lettering an order entry", "voucher", voucherID, "entry", m.ID, "err", err)
+		return
+	}
+	if settled == 1 {
+		s.m.dead.Inc()
+		s.log.Error("order FAILED and compensated", "voucher", voucherID, "entry", m.ID, "order", orderID,
+			"user", user, "reason", reason)
+	}
+}
+
+func (s *Service) noteFailure(entry string, err error) { s.lastErr.Store(entry, err) }
+
+// databaseUp pings the database.
+func (s *Service) databaseUp(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := s.db.ExecContext(ctx, "SELECT 1")
+	return err == nil
+}
+
+// waitForDatabase blocks while the database is unreachable, so that no entry is read or
+// claimed (which would count deliveries against it) during an outage. False if ctx ended.
+func (s *Service) waitForDatabase(ctx context.Context) bool {
+	if !s.dbDown.Load() {
+		return ctx.Err() == nil
+	}
+	for wait := 100 * time.Millisecond; !s.databaseUp(ctx); wait = min(2*wait, 2*time.Second) {
+		if !sleep(ctx, wait) {
+			return false
+		}
+	}
+	s.dbDown.Store(false)
+	return ctx.Err() == nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,38 @@
+package seckill
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	grabs     *prometheus.CounterVec
+	persisted prometheus.Counter
+	dead      prometheus.Counter
+	claimed   prometheus.Counter
+	batches   prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		grabs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "surge_seckill_grabs_total", Help: "Grab attempts by outcome.",
+		}, []string{"outcome"}),
+		persisted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "surge_seckill_orders_persisted_total", Help: "Orders written to the database by this consumer.",
+		}),
+		dead: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "surge_seckill_dead_letters_total", Help: "Order entries given up on and compensated.",
+		}),
+		claimed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "surge_seckill_claimed_total", Help: "Pending entries taken over from an idle consumer.",
+		}),
+		batches: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "surge_seckill_batch_seconds", Help: "Time to persist one batch of orders.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12),
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.grabs, m.persisted, m.dead, m.claimed, m.batches)
+	}
+	return m
+}
+
+func (m *metrics) grab(outcome string) { m.grabs.WithLabelValues(outcome).Inc() }

@@ -1,0 +1,354 @@
+package seckill
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/surgekit/surge/ent"
+	"github.com/surgekit/surge/ent/voucher"
+	"github.com/surgekit/surge/idgen"
+	"github.com/surgekit/surge/lock"
+	"github.com/surgekit/surge/lua"
+)
+
+// Strategy selects how a grab is decided.
+type Strategy string
+
+const (
+	// StrategyLua admits in Redis (one script) and persists asynchronously. The default.
+	StrategyLua Strategy = "lua"
+	// StrategySync decides in one database transaction under a per-user lock.
+	StrategySync Strategy = "sync"
+)
+
+// Options configures a Service. Zero values take the defaults noted.
+type Options struct {
+	Strategy Strategy // StrategyLua
+	// Prefix starts every Redis key and lock name, so deployments can share a Redis.
+	// ("seckill")
+	Prefix string
+	// Dialect is the database's ent dialect: "mysql" or "sqlite3". ("mysql")
+	Dialect   string
+	RateLimit RateLimit
+	// Clock gives the time grabs are judged at (the sale window). (time.Now)
+	Clock  func() time.Time
+	Logger *slog.Logger
+	// Registerer receives the surge_seckill_* metrics. (none)
+	Registerer prometheus.Registerer
+
+	// Consumer settings (StrategyLua).
+
+	// StreamClient serves the consumer's blocking reads, each of which holds a connection for
+	// up to Block; a separate pool keeps them from starving grabs. (the main client)
+	StreamClient redis.UniversalClient
+	Group        string        // consumer group name ("orders")
+	Consumer     string        // this process's consumer name (host-pid-random)
+	BatchSize    int           // entries per read and per transaction (500)
+	Block        time.Duration // XREADGROUP BLOCK (1 s)
+	// ClaimIdle is how long an entry stays pending with a consumer before another one takes
+	// it over (the consumer is presumed dead). (30 s)
+	ClaimIdle time.Duration
+	// MaxDeliveries is how many deliveries an entry gets before it is dead-lettered. (5)
+	MaxDeliveries int64
+	// DeadLetterMaxLen caps each voucher's dead-letter stream (approximately). (100 000)
+	DeadLetterMaxLen int64
+	// Linger keeps reading a voucher's stream this long after its sale ended. (1 h)
+	Linger time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.Strategy == "" {
+		o.Strategy = StrategyLua
+	}
+	if o.Prefix == "" {
+		o.Prefix = "seckill"
+	}
+	if o.Dialect == "" {
+		o.Dialect = "mysql"
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Group == "" {
+		o.Group = "orders"
+	}
+	if o.Consumer == "" {
+		host, _ := os.Hostname()
+		o.Consumer = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 500
+	}
+	if o.Block <= 0 {
+		o.Block = time.Second
+	}
+	if o.ClaimIdle <= 0 {
+		o.ClaimIdle = 30 * time.Second
+	}
+	if o.MaxDeliveries <= 0 {
+		o.MaxDeliveries = 5
+	}
+	if o.DeadLetterMaxLen <= 0 {
+		o.DeadLetterMaxLen = 100_000
+	}
+	if o.Linger <= 0 {
+		o.Linger = time.Hour
+	}
+}
+
+// Service runs flash sales. It is safe for concurrent use; Close it when done.
+type Service struct {
+	db    *ent.Client
+	rdb   redis.UniversalClient
+	opts  Options
+	ids   *idgen.Generator
+	locks *lock.Client
+	limit *limiter
+	log   *slog.Logger
+	m     *metrics
+
+	warms    singleflight.Group
+	infoMu   sync.Mutex
+	info     map[int]voucherInfo // recent "is this a seckill voucher" answers
+	closedMu sync.RWMutex
+	closed   bool
+	bg       sync.WaitGroup // background warms
+	lastErr  sync.Map       // entry id -> why its last persist attempt failed
+	dbDown   atomic.Bool    // the last persist found the database unreachable
+}
+
+// voucherInfo caches, for a second, whether an id is a seckill voucher: a NOT_READY grab
+// must tell "no such voucher" apart without a database read per request.
+type voucherInfo struct {
+	seckill bool
+	at      time.Time
+	warmAt  time.Time
+}
+
+// New returns a Service on the database and Redis. It opens nothing; with StrategyLua,
+// RunConsumer must run somewhere (in at least one process) for orders to reach the database.
+func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error) {
+	if db == nil || rdb == nil {
+		return nil, errors.New("seckill: New needs a database and a Redis client")
+	}
+	o.setDefaults()
+	switch o.Strategy {
+	case StrategyLua, StrategySync:
+	default:
+		return nil, fmt.Errorf("seckill: unknown strategy %q (want %q or %q)", o.Strategy, StrategyLua, StrategySync)
+	}
+	if strings.ContainsAny(o.Prefix, "{} ") {
+		return nil, fmt.Errorf("seckill: invalid prefix %q", o.Prefix)
+	}
+	switch o.Dialect {
+	case "mysql", "sqlite3":
+	default:
+		return nil, fmt.Errorf("seckill: unsupported dialect %q (want mysql or sqlite3)", o.Dialect)
+	}
+	if o.StreamClient == nil {
+		o.StreamClient = rdb
+	}
+	ids, err := idgen.NewSegment(rdb, "order", idgen.WithClock(o.Clock))
+	if err != nil {
+		return nil, err
+	}
+	return &Service{
+		db:    db,
+		rdb:   rdb,
+		opts:  o,
+		ids:   ids,
+		locks: lock.New(rdb, lock.Options{WatchdogLease: 5 * time.Second}),
+		limit: newLimiter(o.RateLimit),
+		log:   o.Logger.With("component", "seckill"),
+		m:     newMetrics(o.Registerer),
+		info:  map[int]voucherInfo{},
+	}, nil
+}
+
+// Strategy reports the strategy this service runs.
+func (s *Service) Strategy() Strategy { return s.opts.Strategy }
+
+// Close stops background work. It does not wait for RunConsumer, which stops with its context.
+func (s *Service) Close() error {
+	s.closedMu.Lock()
+	s.closed = true
+	s.closedMu.Unlock()
+	s.bg.Wait()
+	return errors.Join(s.ids.Close(), s.locks.Close())
+}
+
+func (s *Service) isClosed() bool {
+	s.closedMu.RLock()
+	defer s.closedMu.RUnlock()
+	return s.closed
+}
+
+// Status is where an order stands.
+type Status string
+
+const (
+	StatusQueued  Status = "QUEUED"  // admitted in Redis, not yet in the database
+	StatusCreated Status = "CREATED" // in the database
+	StatusFailed  Status = "FAILED"  // given up on; the admission was compensated
+)
+
+// Admission is a successful grab.
+type Admission struct {
+	OrderID int64
+	Status  Status // QUEUED (StrategyLua) or CREATED (StrategySync)
+}
+
+// Grab tries to buy one unit of a seckill voucher for a user. It returns the order id, or
+// ErrSoldOut, ErrAlreadyPurchased (with the existing order's id in the Admission), ErrNotStarted,
+// ErrEnded, ErrNotReady, ErrRateLimited or ErrNoSuchVoucher; other errors are failures.
+func (s *Service) Grab(ctx context.Context, userID, voucherID int) (Admission, error) {
+	if userID <= 0 || voucherID <= 0 {
+		return Admission{}, fmt.Errorf("%w: invalid ids (user %d, voucher %d)", ErrNoSuchVoucher, userID, voucherID)
+	}
+	if s.isClosed() {
+		return Admission{}, ErrClosed
+	}
+	if !s.limit.allow(userID, time.Now()) {
+		s.m.grab("rate_limited")
+		return Admission{}, ErrRateLimited
+	}
+	var (
+		a   Admission
+		err error
+	)
+	if s.opts.Strategy == StrategySync {
+		a, err = s.grabSync(ctx, userID, voucherID)
+	} else {
+		a, err = s.grabLua(ctx, userID, voucherID)
+	}
+	s.m.grab(outcome(err))
+	return a, err
+}
+
+func outcome(err error) string {
+	for _, o := range []struct {
+		err  error
+		name string
+	}{
+		{ErrSoldOut, "sold_out"}, {ErrAlreadyPurchased, "already_purchased"}, {ErrNotStarted, "not_started"},
+		{ErrEnded, "ended"}, {ErrNotReady, "not_ready"}, {ErrRateLimited, "rate_limited"},
+		{ErrNoSuchVoucher, "no_such_voucher"},
+	} {
+		if errors.Is(err, o.err) {
+			return o.name
+		}
+	}
+	if err != nil {
+		return "error"
+	}
+	return "admitted"
+}
+
+// grabLua runs the admission script.
+func (s *Service) grabLua(ctx context.Context, userID, voucherID int) (Admission, error) {
+	orderID, err := s.ids.Next(ctx)
+	if err != nil {
+		return Admission{}, fmt.Errorf("seckill: order id: %w", err)
+	}
+	k := s.keys(voucherID)
+	res, err := lua.SeckillGrab.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers, k.Orders},
+		userID, orderID, s.opts.Clock().UnixMilli()).Slice()
+	if err != nil {
+		return Admission{}, fmt.Errorf("seckill: admission script: %w", err)
+	}
+	if len(res) != 2 {
+		return Admission{}, fmt.Errorf("seckill: admission script answered %v", res)
+	}
+	code, _ := res[0].(int64)
+	switch code {
+	case 0:
+		return Admission{OrderID: orderID, Status: StatusQueued}, nil
+	case 1:
+		return Admission{}, s.notReady(ctx, voucherID)
+	case 2:
+		return Admission{}, ErrNotStarted
+	case 3:
+		return Admission{}, ErrEnded
+	case 4:
+		return Admission{}, ErrSoldOut
+	case 5:
+		prev, _ := res[1].(string)
+		id, _ := strconv.ParseInt(prev, 10, 64)
+		return Admission{OrderID: id, Status: StatusQueued}, ErrAlreadyPurchased
+	}
+	return Admission{}, fmt.Errorf("seckill: admission script answered code %d", code)
+}
+
+// notReady answers a grab on a voucher Redis does not know: ErrNoSuchVoucher if the database
+// has no such seckill voucher, else ErrNotReady with a rebuild started in the background.
+// Both answers are cached for a second so a flood of grabs costs at most one database read
+// and one rebuild per second per process.
+func (s *Service) notReady(ctx context.Context, voucherID int) error {
+	now := time.Now()
+	s.infoMu.Lock()
+	info, ok := s.info[voucherID]
+	s.infoMu.Unlock()
+	if !ok || now.Sub(info.at) > time.Second {
+		v, err, _ := s.warms.Do("info:"+strconv.Itoa(voucherID), func() (any, error) {
+			return s.db.Voucher.Get(context.WithoutCancel(ctx), voucherID)
+		})
+		if err != nil && !ent.IsNotFound(err) {
+			return fmt.Errorf("seckill: reading voucher %d: %w", voucherID, err)
+		}
+		vo, _ := v.(*ent.Voucher)
+		info.seckill = vo != nil && vo.Kind == voucher.KindSECKILL
+		info.at = now
+		s.infoMu.Lock()
+		if len(s.info) > 10_000 {
+			clear(s.info)
+		}
+		s.info[voucherID] = info
+		s.infoMu.Unlock()
+	}
+	if !info.seckill {
+		return ErrNoSuchVoucher
+	}
+	s.infoMu.Lock()
+	start := now.Sub(s.info[voucherID].warmAt) > time.Second
+	if start {
+		i := s.info[voucherID]
+		i.warmAt = now
+		s.info[voucherID] = i
+	}
+	s.infoMu.Unlock()
+	if start && !s.isClosed() {
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := s.Warm(ctx, voucherID); err != nil && !errors.Is(err, ErrNoSuchVoucher) {
+				s.log.Error("rebuilding a voucher's sale state", "voucher", voucherID, "err", err)
+			}
+		}()
+	}
+	return ErrNotReady
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

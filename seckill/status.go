@@ -1,0 +1,144 @@
+package seckill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/ent"
+	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/idgen"
+)
+
+// Order returns one of a user's orders, or (nil, nil) if the user has no such order. An
+// order still queued in a stream comes back as an unsaved entity with status QUEUED, its
+// voucher and user edges loaded.
+func (s *Service) Order(ctx context.Context, userID int, orderID int64) (*ent.SeckillOrder, error) {
+	o, err := s.db.SeckillOrder.Query().
+		Where(seckillorder.ID(int(orderID)), seckillorder.UserID(userID)).Only(ctx)
+	if err == nil || !ent.IsNotFound(err) {
+		return o, err
+	}
+	queued, err := s.QueuedOrders(ctx, userID)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range queued {
+		if int64(q.ID) == orderID {
+			return q, nil
+		}
+	}
+	return nil, nil
+}
+
+// QueuedOrders lists a user's orders admitted in Redis and not yet in the database, as
+// unsaved entities with status QUEUED, newest first. It reads the buyers of the vouchers
+// whose stream is not empty (one pipelined round trip for the lengths, one for the buyers).
+func (s *Service) QueuedOrders(ctx context.Context, userID int) ([]*ent.SeckillOrder, error) {
+	if s.opts.Strategy == StrategySync {
+		return nil, nil
+	}
+	ids, err := s.rdb.ZRevRange(ctx, s.registryKey(), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("seckill: listing vouchers: %w", err)
+	}
+	vouchers := make([]int, 0, len(ids))
+	for _, id := range ids {
+		if v, err := strconv.Atoi(id); err == nil {
+			vouchers = append(vouchers, v)
+		}
+	}
+	lens := make([]*redis.IntCmd, len(vouchers))
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, v := range vouchers {
+			lens[i] = p.XLen(ctx, s.keys(v).Orders)
+		}
+		return nil
+	}); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("seckill: reading queues: %w", err)
+	}
+	var busy []int
+	for i, v := range vouchers {
+		if n, _ := lens[i].Result(); n > 0 {
+			busy = append(busy, v)
+		}
+	}
+	if len(busy) == 0 {
+		return nil, nil
+	}
+	got := make([]*redis.StringCmd, len(busy))
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, v := range busy {
+			got[i] = p.HGet(ctx, s.keys(v).Buyers, strconv.Itoa(userID))
+		}
+		return nil
+	}); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("seckill: reading buyers: %w", err)
+	}
+	candidates := map[int]int{} // order id -> voucher id
+	var orderIDs []int
+	for i, v := range busy {
+		id, err := got[i].Int()
+		if err == nil && id > 0 {
+			candidates[id] = v
+			orderIDs = append(orderIDs, id)
+		}
+	}
+	if len(orderIDs) == 0 {
+		return nil, nil
+	}
+	// Buyers stay in the hash once persisted: only those not in the database are queued.
+	saved, err := s.db.SeckillOrder.Query().Where(seckillorder.IDIn(orderIDs...)).IDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range saved {
+		delete(candidates, id)
+	}
+	if len(candidates) == 0 {
+		return nil, nil
+	}
+	user, err := s.db.User.Get(ctx, userID)
+	if err != nil {
+		return nil, err
+	}
+	var out []*ent.SeckillOrder
+	for _, id := range orderIDs {
+		v, ok := candidates[id]
+		if !ok {
+			continue
+		}
+		vo, err := s.db.Voucher.Get(ctx, v)
+		if err != nil {
+			return nil, err
+		}
+		at, _ := idgen.Decompose(int64(id))
+		o := &ent.SeckillOrder{ID: id, UserID: userID, VoucherID: v, Status: seckillorder.StatusQUEUED, CreatedAt: at, UpdatedAt: at}
+		o.Edges.User, o.Edges.Voucher = user, vo
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// Stock returns the units a voucher has left for admission: Redis's count with StrategyLua
+// (ErrNotReady if Redis does not hold it), the database's with StrategySync.
+func (s *Service) Stock(ctx context.Context, voucherID int) (int, error) {
+	if s.opts.Strategy == StrategySync {
+		v, err := s.db.Voucher.Get(ctx, voucherID)
+		if ent.IsNotFound(err) || (err == nil && v.Stock == nil) {
+			return 0, ErrNoSuchVoucher
+		}
+		if err != nil {
+			return 0, err
+		}
+		return *v.Stock, nil
+	}
+	n, err := s.rdb.Get(ctx, s.keys(voucherID).Stock).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, ErrNotReady
+	}
+	return n, err
+}

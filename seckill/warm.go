@@ -1,0 +1,192 @@
+package seckill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/ent"
+	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/ent/voucher"
+	"github.com/surgekit/surge/lock"
+	"github.com/surgekit/surge/lua"
+)
+
+// lockVoucher takes the voucher's lock, waiting for a batch commit or another rebuild.
+func (s *Service) lockVoucher(ctx context.Context, voucherID int) (*lock.Lock, error) {
+	l, err := s.locks.Obtain(ctx, s.lockName(voucherID), lock.LockOptions{Wait: -1})
+	if err != nil {
+		return nil, fmt.Errorf("seckill: locking voucher %d: %w", voucherID, err)
+	}
+	return l, nil
+}
+
+// Warm brings a voucher's sale state in Redis in line with the database: the window, on/off
+// and the stock (database stock minus the orders still queued in the stream). If Redis does
+// not hold the voucher (never warmed, or lost), it is rebuilt in full, buyers included, and
+// admission answers NOT_READY until that is done. Call it after creating or changing a seckill
+// voucher; grabs call it by themselves when Redis has lost a voucher. ErrNoSuchVoucher if the
+// voucher is not a seckill voucher. With StrategySync it does nothing.
+func (s *Service) Warm(ctx context.Context, voucherID int) error {
+	return s.warm(ctx, voucherID, false)
+}
+
+// Rebuild rebuilds a voucher's sale state in Redis from the database and the stream, even if
+// Redis holds it: admission pauses (NOT_READY) for the duration. It is what reconcile -fix does.
+func (s *Service) Rebuild(ctx context.Context, voucherID int) error {
+	return s.warm(ctx, voucherID, true)
+}
+
+func (s *Service) warm(ctx context.Context, voucherID int, full bool) error {
+	if s.opts.Strategy == StrategySync {
+		return nil
+	}
+	// Concurrent warms of one voucher in this process share one run.
+	_, err, _ := s.warms.Do("warm:"+strconv.Itoa(voucherID)+":"+strconv.FormatBool(full), func() (any, error) {
+		l, err := s.lockVoucher(ctx, voucherID)
+		if err != nil {
+			return nil, err
+		}
+		defer l.Release(context.WithoutCancel(ctx))
+		return nil, s.warmLocked(l.Context(), voucherID, full)
+	})
+	return err
+}
+
+// warmLocked does the work of warm while the caller holds the voucher's lock.
+func (s *Service) warmLocked(ctx context.Context, voucherID int, full bool) error {
+	v, err := s.db.Voucher.Get(ctx, voucherID)
+	if ent.IsNotFound(err) {
+		return ErrNoSuchVoucher
+	}
+	if err != nil {
+		return fmt.Errorf("seckill: reading voucher %d: %w", voucherID, err)
+	}
+	if v.Kind != voucher.KindSECKILL || v.Stock == nil || v.BeginAt == nil || v.EndAt == nil {
+		return ErrNoSuchVoucher
+	}
+	k := s.keys(voucherID)
+	if !full {
+		n, err := s.rdb.Exists(ctx, k.Meta, k.Stock).Result()
+		if err != nil {
+			return fmt.Errorf("seckill: warming voucher %d: %w", voucherID, err)
+		}
+		full = n < 2
+	}
+	if err := s.ensureGroup(ctx, s.rdb, k.Orders); err != nil {
+		return err
+	}
+	if full {
+		if err := lua.SeckillWarmReset.Run(ctx, s.rdb, []string{k.Meta, k.Buyers}).Err(); err != nil {
+			return fmt.Errorf("seckill: rebuilding voucher %d: %w", voucherID, err)
+		}
+		if err := s.loadBuyers(ctx, voucherID, k.Buyers); err != nil {
+			return err
+		}
+	}
+	on := 0
+	if v.Status == voucher.StatusACTIVE {
+		on = 1
+	}
+	rebuild := 0
+	if full {
+		rebuild = 1
+	}
+	err = lua.SeckillWarmCommit.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers, k.Orders},
+		v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), on, *v.Stock, rebuild).Err()
+	if err != nil {
+		return fmt.Errorf("seckill: committing voucher %d: %w", voucherID, err)
+	}
+	if err := s.rdb.ZAdd(ctx, s.registryKey(), redis.Z{Score: float64(v.EndAt.UnixMilli()), Member: voucherID}).Err(); err != nil {
+		return fmt.Errorf("seckill: registering voucher %d: %w", voucherID, err)
+	}
+	if full {
+		s.log.Info("voucher sale state rebuilt from the database", "voucher", voucherID, "db_stock", *v.Stock)
+	}
+	return nil
+}
+
+// loadBuyers copies the voucher's live orders (user -> order) from the database into the
+// buyers hash, in batches.
+func (s *Service) loadBuyers(ctx context.Context, voucherID int, key string) error {
+	const batch = 1000
+	last := 0
+	for {
+		rows, err := s.db.SeckillOrder.Query().
+			Where(seckillorder.VoucherID(voucherID), seckillorder.Slot(true), seckillorder.IDGT(last)).
+			Order(ent.Asc(seckillorder.FieldID)).Limit(batch).
+			Select(seckillorder.FieldID, seckillorder.FieldUserID).All(ctx)
+		if err != nil {
+			return fmt.Errorf("seckill: reading orders of voucher %d: %w", voucherID, err)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		args := make([]any, 0, 2*len(rows))
+		for _, o := range rows {
+			args = append(args, o.UserID, o.ID)
+		}
+		if err := lua.SeckillWarmBuyers.Run(ctx, s.rdb, []string{key}, args...).Err(); err != nil {
+			return fmt.Errorf("seckill: loading buyers of voucher %d: %w", voucherID, err)
+		}
+		last = rows[len(rows)-1].ID
+	}
+}
+
+// ensureGroup creates the consumer group of a stream (and the stream) if it does not exist.
+// Starting at 0 is always safe: the stream only holds orders not yet persisted.
+func (s *Service) ensureGroup(ctx context.Context, rdb redis.UniversalClient, stream string) error {
+	err := rdb.XGroupCreateMkStream(ctx, stream, s.opts.Group, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("seckill: creating group on %s: %w", stream, err)
+	}
+	return nil
+}
+
+// Guard runs a change to a voucher's row (stock, window, status) under the voucher's lock and
+// then warms Redis with the result, so the stream consumer commits nothing in between and the
+// Redis stock is the new database stock minus the orders still queued. For a voucher that is
+// not a seckill voucher it just runs change.
+func (s *Service) Guard(ctx context.Context, voucherID int, change func(ctx context.Context) error) error {
+	if s.opts.Strategy == StrategySync {
+		return change(ctx)
+	}
+	l, err := s.lockVoucher(ctx, voucherID)
+	if err != nil {
+		return err
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	if err := change(l.Context()); err != nil {
+		return err
+	}
+	err = s.warmLocked(l.Context(), voucherID, false)
+	if errors.Is(err, ErrNoSuchVoucher) {
+		return nil
+	}
+	return err
+}
+
+// WarmAll warms every active seckill voucher whose sale has not ended: what a server does at
+// start, so the first grabs do not meet NOT_READY. Vouchers Redis already holds are only
+// brought in line (window, on/off, stock), not rebuilt.
+func (s *Service) WarmAll(ctx context.Context) error {
+	if s.opts.Strategy == StrategySync {
+		return nil
+	}
+	ids, err := s.db.Voucher.Query().
+		Where(voucher.KindEQ(voucher.KindSECKILL), voucher.StatusEQ(voucher.StatusACTIVE), voucher.EndAtGT(s.opts.Clock())).
+		IDs(ctx)
+	if err != nil {
+		return fmt.Errorf("seckill: listing vouchers on sale: %w", err)
+	}
+	for _, id := range ids {
+		if err := s.Warm(ctx, id); err != nil && !errors.Is(err, ErrNoSuchVoucher) {
+			return err
+		}
+	}
+	return nil
+}
