@@ -236,6 +236,12 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 	}
 	defer l.Release(context.WithoutCancel(ctx))
 	lctx := l.Context()
+	// Under the lock, keep only the entries still pending with this consumer: if Redis lost
+	// the stream meanwhile, a rebuild has counted without them (their admissions are lost
+	// with it), and an entry another consumer claimed is that consumer's to write.
+	if orders = s.stillMine(lctx, voucherID, orders); len(orders) == 0 {
+		return
+	}
 	done, sup, err := s.writeBatch(lctx, voucherID, orders)
 	if err != nil {
 		if !s.databaseUp(ctx) {
@@ -257,6 +263,33 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 	}
 	s.settle(context.WithoutCancel(ctx), voucherID, done, sup)
 	s.m.batches.Observe(time.Since(start).Seconds())
+}
+
+// stillMine filters orders down to the entries still pending with this consumer.
+func (s *Service) stillMine(ctx context.Context, voucherID int, orders []order) []order {
+	pending, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: s.keys(voucherID).Orders, Group: s.opts.Group, Consumer: s.opts.Consumer,
+		Start: orders[0].entry, End: orders[len(orders)-1].entry, Count: int64(len(orders)),
+	}).Result()
+	if err != nil {
+		if ctx.Err() == nil && !strings.HasPrefix(err.Error(), "NOGROUP") {
+			s.log.Warn("checking pending orders", "voucher", voucherID, "err", err)
+		}
+		return nil
+	}
+	mine := make(map[string]bool, len(pending))
+	for _, p := range pending {
+		mine[p.ID] = true
+	}
+	kept := orders[:0]
+	for _, o := range orders {
+		if mine[o.entry] {
+			kept = append(kept, o)
+		} else {
+			s.log.Warn("order entry no longer pending here; skipped", "voucher", voucherID, "order", o.id, "entry", o.entry)
+		}
+	}
+	return kept
 }
 
 // settle acknowledges and deletes persisted entries and resolves superseded ones. If Redis

@@ -138,14 +138,32 @@ func (s *Service) sortDuplicates(ctx context.Context, tx *ent.Tx, voucherID int,
 	for i, o := range orders {
 		args[i] = o.id
 	}
-	present := map[int64]bool{}
-	if err := queryInts(ctx, tx, "SELECT id FROM tb_voucher_order WHERE id IN ("+ph+")", args, func(id int64) { present[id] = true }); err != nil {
+	present := map[int64][2]int64{} // id -> (user, voucher)
+	rows, err := tx.QueryContext(ctx, "SELECT id, user_id, voucher_id FROM tb_voucher_order WHERE id IN ("+ph+")", args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	for rows.Next() {
+		var id, user, v int64
+		if err := rows.Scan(&id, &user, &v); err != nil {
+			rows.Close()
+			return nil, nil, err
+		}
+		present[id] = [2]int64{user, v}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return nil, nil, err
 	}
 	var done []order
 	var sup []superseded
 	for _, o := range orders {
-		if present[o.id] {
+		if p, ok := present[o.id]; ok {
+			if p != [2]int64{int64(o.user), int64(voucherID)} {
+				// Never take another order's row for this one's: fail the batch, and the entry
+				// fails alone on its own and is dead-lettered.
+				return nil, nil, fmt.Errorf("seckill: order id %d is already taken by another order", o.id)
+			}
 			done = append(done, o)
 			continue
 		}

@@ -62,6 +62,11 @@ func (s *Service) grabInTx(ctx context.Context, tx *ent.Tx, userID, voucherID in
 	if !ent.IsNotFound(err) {
 		return Admission{}, err
 	}
+	if v.Stock == nil || *v.Stock <= 0 {
+		// A plain read suffices to refuse: the stock only goes down during a sale, and not
+		// taking the row lock keeps the sold-out flood from queueing behind the buyers.
+		return Admission{}, ErrSoldOut
+	}
 	n, err := tx.Voucher.Update().Where(voucher.ID(voucherID), voucher.StockGT(0)).AddStock(-1).Save(ctx)
 	if err != nil {
 		return Admission{}, err

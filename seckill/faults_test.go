@@ -1,0 +1,271 @@
+package seckill_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/internal/testenv"
+	"github.com/surgekit/surge/seckill"
+)
+
+// grabReady grabs, waiting out NOT_READY while a rebuild runs.
+func grabReady(t *testing.T, s *seckill.Service, user, v int) (seckill.Admission, error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a, err := s.Grab(context.Background(), user, v)
+		if !errors.Is(err, seckill.ErrNotReady) || time.Now().After(deadline) {
+			return a, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// snapshot is a voucher's raw Redis state, to prove a failed script wrote nothing.
+func snapshot(t *testing.T, rdb redis.UniversalClient, k seckill.Keys) string {
+	t.Helper()
+	ctx := context.Background()
+	var b strings.Builder
+	for _, key := range []string{k.Meta, k.Stock, k.Buyers, k.Orders} {
+		typ := rdb.Type(ctx, key).Val()
+		fmt.Fprintf(&b, "%s=%s:", key, typ)
+		switch typ {
+		case "string":
+			b.WriteString(rdb.Get(ctx, key).Val())
+		case "hash":
+			fmt.Fprint(&b, rdb.HGetAll(ctx, key).Val())
+		case "stream":
+			fmt.Fprint(&b, rdb.XLen(ctx, key).Val())
+		case "list":
+			fmt.Fprint(&b, rdb.LRange(ctx, key, 0, -1).Val())
+		}
+		b.WriteString(";")
+	}
+	return b.String()
+}
+
+// TestScriptAtomicity: a key of the wrong type makes the admission script fail before its
+// first write, whichever key it is, so nothing is half-applied.
+func TestScriptAtomicity(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		e := newEnv(t, rdb)
+		ctx := context.Background()
+		users := e.users(2)
+		s := e.service(seckill.Options{})
+		for _, c := range []struct {
+			name  string
+			break_ func(k seckill.Keys)
+		}{
+			{"stream is a string", func(k seckill.Keys) { rdb.Del(ctx, k.Orders); rdb.Set(ctx, k.Orders, "x", 0) }},
+			{"stream is a list", func(k seckill.Keys) { rdb.Del(ctx, k.Orders); rdb.RPush(ctx, k.Orders, "x") }},
+			{"buyers is a list", func(k seckill.Keys) { rdb.Del(ctx, k.Buyers); rdb.RPush(ctx, k.Buyers, "x") }},
+			{"stock is not a number", func(k seckill.Keys) { rdb.Set(ctx, k.Stock, "many", 0) }},
+			{"meta is a string", func(k seckill.Keys) { rdb.Del(ctx, k.Meta); rdb.Set(ctx, k.Meta, "x", 0) }},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				v := e.voucher(5)
+				if err := s.Warm(ctx, v); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Grab(ctx, users[0], v); err != nil {
+					t.Fatal(err)
+				}
+				k := seckill.KeysOf(e.prefix, v)
+				c.break_(k)
+				before := snapshot(t, rdb, k)
+				_, err := s.Grab(ctx, users[1], v)
+				if err == nil {
+					t.Fatal("grab succeeded on a broken voucher")
+				}
+				if after := snapshot(t, rdb, k); after != before {
+					t.Fatalf("failed grab changed Redis:\nbefore %s\nafter  %s", before, after)
+				}
+			})
+		}
+	})
+}
+
+// TestCrashedConsumerIsReclaimed: a consumer reads a batch and dies before acknowledging it;
+// another one claims the entries after ClaimIdle and persists them: nothing lost, nothing
+// twice. One of the dead consumer's orders had even reached MySQL before it died: its
+// redelivery is harmless (the stock is not decremented twice).
+func TestCrashedConsumerIsReclaimed(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		e := newEnv(t, rdb)
+		ctx := context.Background()
+		const stock = 50
+		users := e.users(40)
+		v := e.voucher(stock)
+		s := e.service(seckill.Options{})
+		if err := s.Warm(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range users {
+			if _, err := s.Grab(ctx, u, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The doomed consumer: XREADGROUP takes every entry into its pending list, then it dies.
+		k := seckill.KeysOf(e.prefix, v)
+		read, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: "orders", Consumer: "doomed", Streams: []string{k.Orders, ">"}, Count: 100,
+		}).Result()
+		if err != nil || len(read[0].Messages) != len(users) {
+			t.Fatalf("doomed read: %v %v", read, err)
+		}
+		// ...after committing its first order to MySQL, as the consumer's transaction does.
+		first := read[0].Messages[0].Values
+		e.db.SQL.ExecContext(ctx, "INSERT INTO tb_voucher_order (id, created_at, updated_at, user_id, voucher_id, status, slot) VALUES (?, NOW(), NOW(), ?, ?, 'CREATED', 1)",
+			first["o"], first["u"], v)
+		e.db.SQL.ExecContext(ctx, "UPDATE vouchers SET stock = stock - 1 WHERE id = ?", v)
+
+		rescuer := e.service(seckill.Options{ClaimIdle: 300 * time.Millisecond})
+		e.consume(rescuer)
+		e.drained(v, 20*time.Second)
+		st := e.state(v)
+		if st.orders != len(users) || st.dupUsers != 0 || st.dbStock != stock-len(users) {
+			t.Fatalf("after the rescue: %+v, want %d orders and DB stock %d", st, len(users), stock-len(users))
+		}
+		if st.redisStock+st.buyers != stock {
+			t.Fatalf("Redis stock %d + buyers %d != %d", st.redisStock, st.buyers, stock)
+		}
+		pending, err := rdb.XPending(ctx, k.Orders, "orders").Result()
+		if err != nil || pending.Count != 0 {
+			t.Fatalf("still pending: %+v %v", pending, err)
+		}
+	})
+}
+
+// TestPoisonEntryIsDeadLettered: an order the database keeps refusing (here a trigger refuses
+// one user's orders) is retried, then after MaxDeliveries moved to the dead-letter stream,
+// recorded FAILED and compensated; the other orders are persisted meanwhile, and the user
+// can buy again once the cause is gone.
+func TestPoisonEntryIsDeadLettered(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		e := newEnv(t, rdb)
+		ctx := context.Background()
+		const stock = 10
+		users := e.users(3)
+		poisoned := users[1]
+		_, err := e.db.SQL.ExecContext(ctx, fmt.Sprintf(`CREATE TRIGGER poison BEFORE INSERT ON tb_voucher_order FOR EACH ROW
+			BEGIN IF NEW.user_id = %d AND NEW.status = 'CREATED' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'poisoned order'; END IF; END`, poisoned))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := e.voucher(stock)
+		s := e.service(seckill.Options{ClaimIdle: 200 * time.Millisecond, MaxDeliveries: 3})
+		if err := s.Warm(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		var bad int64
+		for _, u := range users {
+			a, err := s.Grab(ctx, u, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u == poisoned {
+				bad = a.OrderID
+			}
+		}
+		e.consume(s)
+		e.drained(v, 20*time.Second)
+
+		k := seckill.KeysOf(e.prefix, v)
+		dead, err := rdb.XRange(ctx, k.Dead, "-", "+").Result()
+		if err != nil || len(dead) != 1 {
+			t.Fatalf("dead letters: %v %v", dead, err)
+		}
+		if dead[0].Values["o"] != fmt.Sprint(bad) || !strings.Contains(dead[0].Values["reason"].(string), "poisoned order") {
+			t.Fatalf("dead letter %v, want order %d with the database's reason", dead[0].Values, bad)
+		}
+		o, err := s.Order(ctx, poisoned, bad)
+		if err != nil || o == nil || o.Status != seckillorder.StatusFAILED {
+			t.Fatalf("poisoned order: %+v %v, want FAILED", o, err)
+		}
+		st := e.state(v)
+		if st.orders != 2 || st.failed != 1 || st.dbStock != stock-2 || st.redisStock != stock-2 || st.buyers != 2 {
+			t.Fatalf("after compensation: %+v", st)
+		}
+		// The cause goes away; the user buys again and this time it sticks.
+		if _, err := e.db.SQL.ExecContext(ctx, "DROP TRIGGER poison"); err != nil {
+			t.Fatal(err)
+		}
+		a, err := s.Grab(ctx, poisoned, v)
+		if err != nil {
+			t.Fatalf("grab after compensation: %v", err)
+		}
+		e.drained(v, 20*time.Second)
+		if o, err := s.Order(ctx, poisoned, a.OrderID); err != nil || o == nil || o.Status != seckillorder.StatusCREATED {
+			t.Fatalf("second order: %+v %v", o, err)
+		}
+		st = e.state(v)
+		if st.orders != 3 || st.dbStock+st.orders != stock || st.redisStock+st.buyers != stock {
+			t.Fatalf("final: %+v", st)
+		}
+	})
+}
+
+// TestRedisStateLostMidSale: the voucher's keys vanish mid-sale (what a restart without
+// persistence or a flush does to them): grabs answer NOT_READY, a rebuild from MySQL follows,
+// the sale goes on and ends with exactly the stock sold, never more.
+func TestRedisStateLostMidSale(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		e := newEnv(t, rdb)
+		ctx := context.Background()
+		const stock = 300
+		users := e.users(1000)
+		services := []*seckill.Service{e.service(seckill.Options{}), e.service(seckill.Options{})}
+		for _, s := range services {
+			e.consume(s)
+		}
+		v := e.voucher(stock)
+		if err := services[0].Warm(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		k := seckill.KeysOf(e.prefix, v)
+		var notReady int
+		// First half of the users, then the loss, then everyone again (those whose queued
+		// orders were lost with the stream may buy again).
+		for _, u := range users[:500] {
+			if _, err := services[u%2].Grab(ctx, u, v); err != nil && !errors.Is(err, seckill.ErrSoldOut) {
+				t.Fatal(err)
+			}
+		}
+		if err := rdb.Del(ctx, k.Meta, k.Stock, k.Buyers, k.Orders).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := services[0].Grab(ctx, users[600], v); !errors.Is(err, seckill.ErrNotReady) {
+			t.Fatalf("grab right after the loss: %v, want ErrNotReady", err)
+		}
+		for _, u := range users {
+			for {
+				_, err := services[u%2].Grab(ctx, u, v)
+				if errors.Is(err, seckill.ErrNotReady) {
+					notReady++
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				if err != nil && !errors.Is(err, seckill.ErrSoldOut) && !errors.Is(err, seckill.ErrAlreadyPurchased) {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+		e.drained(v, 30*time.Second)
+		st := e.state(v)
+		t.Logf("NOT_READY answers while rebuilding: %d; final %+v", notReady+1, st)
+		if st.orders != stock || st.dupUsers != 0 || st.dbStock != 0 {
+			t.Fatalf("after the loss: %+v, want exactly %d orders and DB stock 0", st, stock)
+		}
+		if st.redisStock != 0 || st.buyers != stock {
+			t.Fatalf("Redis after the sale: stock %d buyers %d, want 0 and %d", st.redisStock, st.buyers, stock)
+		}
+	})
+}
