@@ -60,7 +60,7 @@ func TestScriptAtomicity(t *testing.T) {
 		users := e.users(2)
 		s := e.service(seckill.Options{})
 		for _, c := range []struct {
-			name  string
+			name   string
 			break_ func(k seckill.Keys)
 		}{
 			{"stream is a string", func(k seckill.Keys) { rdb.Del(ctx, k.Orders); rdb.Set(ctx, k.Orders, "x", 0) }},
