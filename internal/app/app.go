@@ -111,7 +111,6 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 func (a *App) startSeckill(ctx context.Context, registry prometheus.Registerer) error {
 	rate := seckill.RateLimit{PerSecond: a.Config.SeckillRate, Burst: int(2 * a.Config.SeckillRate)}
 	streams := redis.NewUniversalClient(a.redisOptions(100))
-	a.closers = append(a.closers, streams.Close)
 	var err error
 	a.Seckill, err = seckill.New(a.DB.Ent, a.Redis, seckill.Options{
 		Strategy:     seckill.Strategy(a.Config.SeckillStrategy),
@@ -123,6 +122,7 @@ func (a *App) startSeckill(ctx context.Context, registry prometheus.Registerer) 
 		StreamClient: streams,
 	})
 	if err != nil {
+		_ = streams.Close()
 		return err
 	}
 	a.closers = append(a.closers, a.Seckill.Close)
@@ -136,7 +136,11 @@ func (a *App) startSeckill(ctx context.Context, registry prometheus.Registerer) 
 			defer close(done)
 			_ = a.Seckill.RunConsumer(runCtx)
 		}()
-		a.closers = append(a.closers, func() error { stop(); <-done; return nil })
+		// Closing the stream client ends the readers' blocking reads at once, which a context
+		// cancellation does not.
+		a.closers = append(a.closers, func() error { stop(); _ = streams.Close(); <-done; return nil })
+	} else {
+		a.closers = append(a.closers, streams.Close)
 	}
 	return nil
 }

@@ -2,12 +2,17 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/ent/voucher"
+	"github.com/surgekit/surge/seckill"
 )
 
 func embedded(t *testing.T) *App {
@@ -92,5 +97,59 @@ func TestEmbeddedSeedIsIdempotent(t *testing.T) {
 	defer b.Close()
 	if b.Seeded || b.DB.Ent.Shop.Query().CountX(context.Background()) != 10 {
 		t.Fatal("second start seeded again")
+	}
+}
+
+// The embedded default runs the whole flash-sale flow: admission in miniredis, the consumer
+// writing orders into SQLite (its own insert dialect), duplicates refused on both sides.
+func TestEmbeddedSeckillFlow(t *testing.T) {
+	a := embedded(t)
+	ctx := context.Background()
+	v := a.DB.Ent.Voucher.Query().Where(voucher.KindEQ(voucher.KindSECKILL)).FirstX(ctx)
+	const n = 30
+	var wg sync.WaitGroup
+	orders := make(chan int64, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			phone := fmt.Sprintf("1370000%04d", i)
+			sent, err := a.Auth.SendCode(ctx, phone)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, u, err := a.Auth.Login(ctx, phone, sent.DevCode)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			adm, err := a.Seckill.Grab(ctx, u.ID, v.ID)
+			if err != nil {
+				t.Errorf("grab: %v", err)
+				return
+			}
+			if _, err := a.Seckill.Grab(ctx, u.ID, v.ID); !errors.Is(err, seckill.ErrAlreadyPurchased) {
+				t.Errorf("second grab: %v, want ErrAlreadyPurchased", err)
+			}
+			orders <- adm.OrderID
+		}(i)
+	}
+	wg.Wait()
+	close(orders)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.DB.Ent.SeckillOrder.Query().CountX(ctx) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d orders in SQLite after 10 s", a.DB.Ent.SeckillOrder.Query().CountX(ctx), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for id := range orders {
+		if o := a.DB.Ent.SeckillOrder.GetX(ctx, int(id)); o.VoucherID != v.ID || o.Status != seckillorder.StatusCREATED {
+			t.Fatalf("order %d: %+v", id, o)
+		}
+	}
+	if got := *a.DB.Ent.Voucher.GetX(ctx, v.ID).Stock; got != *v.Stock-n {
+		t.Fatalf("SQLite stock %d, want %d", got, *v.Stock-n)
 	}
 }

@@ -129,7 +129,9 @@ func TestStampedeFalsePositive(t *testing.T) {
 	for _, cached := range []bool{true, false} {
 		t.Run(fmt.Sprintf("absent-with-filter=%v", cached), func(t *testing.T) {
 			_, res := run(t, "cache-stampede", "-redis-addrs", testenv.RedisAddr(), "-procs", "2", "-goroutines", "10",
-				"-load-time", "20ms", "-false-positive", fmt.Sprintf("-absent-with-filter=%v", cached))
+				// A long load keeps the wave open until both processes' callers have arrived even
+				// on a loaded machine; a caller arriving after the wave would rightly load again.
+				"-load-time", "300ms", "-false-positive", fmt.Sprintf("-absent-with-filter=%v", cached))
 			// Either way one load answers the whole wave: cached as an absence, or (by
 			// default) handed to the waiting processes by the "not found" release event.
 			if n := num(t, res, "db_loads"); n != 1 {
