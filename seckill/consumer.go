@@ -119,6 +119,9 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 		if time.Since(lastClaim) >= claimEvery {
 			lastClaim = time.Now()
 			claimCursor = s.claim(ctx, voucherID, claimCursor)
+			if claimCursor == "0-0" {
+				s.forgetConsumers(ctx, voucherID)
+			}
 		}
 		streams, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 			Group: s.opts.Group, Consumer: s.opts.Consumer, Streams: []string{k.Orders, ">"},
@@ -203,6 +206,22 @@ func (s *Service) claim(ctx context.Context, voucherID int, cursor string) strin
 	}
 	s.persist(ctx, voucherID, retry)
 	return next
+}
+
+// forgetConsumers removes from the group the consumers of processes long gone: every restart
+// joins under a new name, and without this the group's consumer list would only grow. Only
+// consumers with nothing pending and idle for 100 x ClaimIdle go.
+func (s *Service) forgetConsumers(ctx context.Context, voucherID int) {
+	stream := s.keys(voucherID).Orders
+	consumers, err := s.rdb.XInfoConsumers(ctx, stream, s.opts.Group).Result()
+	if err != nil {
+		return
+	}
+	for _, c := range consumers {
+		if c.Name != s.opts.Consumer && c.Pending == 0 && c.Idle > 100*s.opts.ClaimIdle {
+			s.rdb.XGroupDelConsumer(ctx, stream, s.opts.Group, c.Name)
+		}
+	}
 }
 
 // persist writes a batch of entries to the database and settles what was written. A batch

@@ -269,3 +269,40 @@ func TestRedisStateLostMidSale(t *testing.T) {
 		}
 	})
 }
+
+// TestGoneConsumersAreForgotten: consumers of processes long gone (nothing pending, idle for
+// 100 x ClaimIdle) leave the group, so restarts do not grow it forever.
+func TestGoneConsumersAreForgotten(t *testing.T) {
+	rdb := testenv.Redis(t)
+	e := newEnv(t, rdb)
+	ctx := context.Background()
+	v := e.voucher(5)
+	s := e.service(seckill.Options{ClaimIdle: 10 * time.Millisecond})
+	if err := s.Warm(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	k := seckill.KeysOf(e.prefix, v)
+	if err := rdb.XGroupCreateConsumer(ctx, k.Orders, "orders", "ghost").Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	e.consume(s)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cs, err := rdb.XInfoConsumers(ctx, k.Orders, "orders").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ghost := false
+		for _, c := range cs {
+			ghost = ghost || c.Name == "ghost"
+		}
+		if !ghost {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ghost consumer still in the group: %+v", cs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
