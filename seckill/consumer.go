@@ -112,9 +112,16 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 	block := min(s.opts.Block, claimEvery)
 	var lastClaim time.Time
 	claimCursor := "0-0"
+	retryOwn := false // an outage left entries pending here
 	for ctx.Err() == nil {
 		if !s.waitForDatabase(ctx) {
 			return
+		}
+		if retryOwn {
+			retryOwn = false
+			// The database came back: write this consumer's own pending entries now rather
+			// than after ClaimIdle (reading from 0 returns this consumer's pending list).
+			s.retryOwn(ctx, voucherID)
 		}
 		if time.Since(lastClaim) >= claimEvery {
 			lastClaim = time.Now()
@@ -148,8 +155,24 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 			continue
 		}
 		for _, st := range streams {
-			s.persist(ctx, voucherID, st.Messages)
+			if s.persist(ctx, voucherID, st.Messages) {
+				retryOwn = true
+			}
 		}
+	}
+}
+
+// retryOwn persists the entries pending with this consumer.
+func (s *Service) retryOwn(ctx context.Context, voucherID int) {
+	streams, err := s.opts.StreamClient.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: s.opts.Group, Consumer: s.opts.Consumer, Streams: []string{s.keys(voucherID).Orders, "0"},
+		Count: int64(s.opts.BatchSize),
+	}).Result()
+	if err != nil {
+		return
+	}
+	for _, st := range streams {
+		s.persist(ctx, voucherID, st.Messages)
 	}
 }
 
@@ -227,10 +250,11 @@ func (s *Service) forgetConsumers(ctx context.Context, voucherID int) {
 // persist writes a batch of entries to the database and settles what was written. A batch
 // that fails is retried entry by entry, so one bad entry does not hold up the others; entries
 // that still fail stay pending, to be claimed again later and dead-lettered eventually. If the
-// database itself is unreachable, nothing is retried: the reader waits for it.
-func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMessage) {
+// database itself is unreachable, nothing is retried: the reader waits for it, and persist
+// reports the outage.
+func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMessage) (outage bool) {
 	if len(msgs) == 0 {
-		return
+		return false
 	}
 	orders := make([]order, 0, len(msgs))
 	for _, m := range msgs {
@@ -243,7 +267,7 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 		orders = append(orders, o)
 	}
 	if len(orders) == 0 {
-		return
+		return false
 	}
 	start := time.Now()
 	l, err := s.lockVoucher(ctx, voucherID)
@@ -251,7 +275,7 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 		if ctx.Err() == nil {
 			s.log.Warn("persisting orders", "voucher", voucherID, "err", err)
 		}
-		return
+		return false
 	}
 	defer l.Release(context.WithoutCancel(ctx))
 	lctx := l.Context()
@@ -259,14 +283,14 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 	// the stream meanwhile, a rebuild has counted without them (their admissions are lost
 	// with it), and an entry another consumer claimed is that consumer's to write.
 	if orders = s.stillMine(lctx, voucherID, orders); len(orders) == 0 {
-		return
+		return false
 	}
 	done, sup, err := s.writeBatch(lctx, voucherID, orders)
 	if err != nil {
 		if !s.databaseUp(ctx) {
 			s.dbDown.Store(true)
 			s.log.Warn("database unreachable: orders stay queued", "voucher", voucherID, "err", err)
-			return
+			return true
 		}
 		done, sup = nil, nil
 		for _, o := range orders {
@@ -282,6 +306,7 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 	}
 	s.settle(context.WithoutCancel(ctx), voucherID, done, sup)
 	s.m.batches.Observe(time.Since(start).Seconds())
+	return false
 }
 
 // stillMine filters orders down to the entries still pending with this consumer.

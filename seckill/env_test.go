@@ -25,12 +25,14 @@ type env struct {
 	db     *store.DB
 	rdb    redis.UniversalClient
 	prefix string
+	dsn    string
 	shop   int
 }
 
 func newEnv(t testing.TB, rdb redis.UniversalClient) *env {
 	t.Helper()
-	db, err := store.OpenMySQL(testenv.MySQL(t))
+	dsn := testenv.MySQL(t)
+	db, err := store.OpenMySQL(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +43,7 @@ func newEnv(t testing.TB, rdb redis.UniversalClient) *env {
 	}
 	typ := db.Ent.ShopType.Create().SetName("t").SetSort(1).SaveX(ctx)
 	sh := db.Ent.Shop.Create().SetName("s").SetTypeID(typ.ID).SetLongitude(0).SetLatitude(0).SetImages([]string{}).SaveX(ctx)
-	return &env{t: t, db: db, rdb: rdb, prefix: "seckill-test" + testenv.Phone(), shop: sh.ID}
+	return &env{t: t, db: db, rdb: rdb, prefix: "seckill-test" + testenv.Phone(), dsn: dsn, shop: sh.ID}
 }
 
 // voucher creates a seckill voucher with the given stock, on sale from an hour ago for a day.

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/internal/store"
 	"github.com/surgekit/surge/internal/testenv"
 	"github.com/surgekit/surge/seckill"
 )
@@ -304,5 +306,58 @@ func TestGoneConsumersAreForgotten(t *testing.T) {
 			t.Fatalf("ghost consumer still in the group: %+v", cs)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestDatabaseOutage: while MySQL is unreachable nothing is lost and nothing is
+// dead-lettered, however short ClaimIdle and MaxDeliveries are: the consumer stops reading and
+// claiming until the database answers, then the backlog drains.
+func TestDatabaseOutage(t *testing.T) {
+	rdb := testenv.Redis(t)
+	e := newEnv(t, rdb)
+	ctx := context.Background()
+	// A second database handle on the same (test) database, through a proxy we can cut.
+	dsn, err := mysql.ParseDSN(e.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, dsn.Addr)
+	dsn.Addr = proxy.Addr
+	cut, err := store.OpenMySQL(dsn.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cut.Close() })
+	s, err := seckill.New(cut.Ent, testenv.Another(t, rdb), e.options(seckill.Options{ClaimIdle: 100 * time.Millisecond, MaxDeliveries: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	const stock = 100
+	users := e.users(60)
+	v := e.voucher(stock)
+	if err := s.Warm(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	e.consume(s)
+	proxy.Cut()
+	for _, u := range users {
+		if _, err := s.Grab(ctx, u, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * time.Second) // twenty ClaimIdles, two deliveries past MaxDeliveries
+	k := seckill.KeysOf(e.prefix, v)
+	if n := rdb.XLen(ctx, k.Orders).Val(); n != int64(len(users)) {
+		t.Fatalf("during the outage the stream holds %d orders, want %d", n, len(users))
+	}
+	if n := rdb.XLen(ctx, k.Dead).Val(); n != 0 {
+		t.Fatalf("%d orders dead-lettered during a database outage", n)
+	}
+	proxy.Restore(t)
+	e.drained(v, 20*time.Second)
+	st := e.state(v)
+	if st.orders != len(users) || st.failed != 0 || st.dbStock != stock-len(users) || st.redisStock+st.buyers != stock {
+		t.Fatalf("after the outage: %+v", st)
 	}
 }

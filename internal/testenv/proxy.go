@@ -1,0 +1,106 @@
+package testenv
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// Proxy forwards TCP connections to a real service and can cut them: a network partition
+// between a client and a real server, without stopping the server other tests share.
+type Proxy struct {
+	Addr   string // where clients connect
+	target string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]bool
+	wg    sync.WaitGroup
+}
+
+// NewProxy starts a proxy to target on a free loopback port; it stops at cleanup.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{Addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}}
+	p.serve(ln)
+	t.Cleanup(func() { p.Cut(); p.wg.Wait() })
+	return p
+}
+
+func (p *Proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			if !p.track(c, up) {
+				return
+			}
+			p.wg.Add(2)
+			go p.pipe(c, up)
+			go p.pipe(up, c)
+		}
+	}()
+}
+
+func (p *Proxy) track(c ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln == nil {
+		for _, x := range c {
+			x.Close()
+		}
+		return false
+	}
+	for _, x := range c {
+		p.conns[x] = true
+	}
+	return true
+}
+
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+}
+
+// Cut closes every connection and refuses new ones (connection refused) until Restore.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+// Restore accepts connections again on the same address.
+func (p *Proxy) Restore(t testing.TB) {
+	t.Helper()
+	ln, err := net.Listen("tcp", p.Addr)
+	if err != nil {
+		t.Fatalf("proxy: listening again on %s: %v", p.Addr, err)
+	}
+	p.serve(ln)
+}
