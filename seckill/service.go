@@ -44,6 +44,9 @@ type Options struct {
 	// Dialect is the database's ent dialect: "mysql" or "sqlite3". ("mysql")
 	Dialect   string
 	RateLimit RateLimit
+	// Pipelines is how many pipelines of admission calls may be in flight at once: concurrent
+	// grabs are sent together, one round trip per batch. < 0 sends each grab on its own. (4)
+	Pipelines int
 	// Clock gives the time grabs are judged at (the sale window). (time.Now)
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -86,6 +89,9 @@ func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Pipelines == 0 {
+		o.Pipelines = 4
+	}
 	if o.Group == "" {
 		o.Group = "orders"
 	}
@@ -123,6 +129,7 @@ type Service struct {
 	limit *limiter
 	log   *slog.Logger
 	m     *metrics
+	batch *batcher // nil: one call per grab
 
 	warms    singleflight.Group
 	infoMu   sync.Mutex
@@ -169,7 +176,7 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Service{
+	s := &Service{
 		db:    db,
 		rdb:   rdb,
 		opts:  o,
@@ -179,7 +186,11 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 		log:   o.Logger.With("component", "seckill"),
 		m:     newMetrics(o.Registerer),
 		info:  map[int]voucherInfo{},
-	}, nil
+	}
+	if o.Pipelines > 0 && o.Strategy == StrategyLua {
+		s.batch = newBatcher(rdb, lua.SeckillGrab, o.Pipelines, 256)
+	}
+	return s, nil
 }
 
 // Strategy reports the strategy this service runs.
@@ -191,6 +202,9 @@ func (s *Service) Close() error {
 	s.closed = true
 	s.closedMu.Unlock()
 	s.bg.Wait()
+	if s.batch != nil {
+		s.batch.close()
+	}
 	return errors.Join(s.ids.Close(), s.locks.Close())
 }
 
@@ -268,8 +282,13 @@ func (s *Service) grabLua(ctx context.Context, userID, voucherID int) (Admission
 		return Admission{}, fmt.Errorf("seckill: order id: %w", err)
 	}
 	k := s.keys(voucherID)
-	res, err := lua.SeckillGrab.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers, k.Orders},
-		userID, orderID, s.opts.Clock().UnixMilli()).Slice()
+	keys := []string{k.Meta, k.Stock, k.Buyers, k.Orders}
+	var res []any
+	if s.batch != nil {
+		res, err = s.batch.do(ctx, keys, userID, orderID, s.opts.Clock().UnixMilli())
+	} else {
+		res, err = lua.SeckillGrab.Run(ctx, s.rdb, keys, userID, orderID, s.opts.Clock().UnixMilli()).Slice()
+	}
 	if err != nil {
 		return Admission{}, fmt.Errorf("seckill: admission script: %w", err)
 	}

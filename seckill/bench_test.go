@@ -1,0 +1,40 @@
+package seckill_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/surgekit/surge/internal/testenv"
+	"github.com/surgekit/surge/seckill"
+)
+
+// BenchmarkGrab measures admission through the service (all distinct users, stock never runs
+// out) with 64 goroutines per CPU; no consumer runs. Compare with the same script under
+// redis-benchmark -c 50 (see the README's benchmarks).
+func BenchmarkGrab(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		pipelines int
+	}{{"pipelined", 0}, {"one-call-per-grab", -1}} {
+		b.Run(c.name, func(b *testing.B) {
+			e := newEnv(b, testenv.Redis(b))
+			s := e.service(seckill.Options{Pipelines: c.pipelines})
+			v := e.voucher(100_000_000)
+			if err := s.Warm(context.Background(), v); err != nil {
+				b.Fatal(err)
+			}
+			var next atomic.Int64
+			b.SetParallelism(64)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := s.Grab(context.Background(), int(next.Add(1)), v); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
