@@ -128,11 +128,16 @@ func checkSale(t *testing.T, e *env, v, stock int, users []int, tl *tally, redis
 // TestInvariantsLua: 10k distinct users (and repeat attempts) against stock 1k, through two
 // services on separate Redis clients, each running a consumer: exactly 1k orders, no
 // duplicates, stock and orders add up on both sides.
-func TestInvariantsLua(t *testing.T) {
+func TestInvariantsLua(t *testing.T) { testInvariants(t, seckill.StrategyLua) }
+
+// TestInvariantsSync: the same sale through the synchronous strategy.
+func TestInvariantsSync(t *testing.T) { testInvariants(t, seckill.StrategySync) }
+
+func testInvariants(t *testing.T, strategy seckill.Strategy) {
 	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
 		e := newEnv(t, rdb)
 		users := e.users(10_000)
-		services := []*seckill.Service{e.service(seckill.Options{}), e.service(seckill.Options{})}
+		services := []*seckill.Service{e.service(seckill.Options{Strategy: strategy}), e.service(seckill.Options{Strategy: strategy})}
 		for _, s := range services {
 			e.consume(s)
 		}
@@ -143,27 +148,11 @@ func TestInvariantsLua(t *testing.T) {
 				t.Fatal(err)
 			}
 			tl := storm(t, services, users, v)
-			e.drained(v, 60*time.Second)
-			checkSale(t, e, v, stock, users, tl, true)
-			t.Logf("round %d: admitted %d, sold out %d, already %d", r, tl.admitted.Load(), tl.sold.Load(), tl.already.Load())
-		}
-	})
-}
-
-// TestInvariantsSync: the same sale through the synchronous strategy.
-func TestInvariantsSync(t *testing.T) {
-	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
-		e := newEnv(t, rdb)
-		users := e.users(10_000)
-		services := []*seckill.Service{
-			e.service(seckill.Options{Strategy: seckill.StrategySync}),
-			e.service(seckill.Options{Strategy: seckill.StrategySync}),
-		}
-		for r := 0; r < rounds(); r++ {
-			const stock = 1000
-			v := e.voucher(stock)
-			tl := storm(t, services, users, v)
-			checkSale(t, e, v, stock, users, tl, false)
+			lua := strategy == seckill.StrategyLua
+			if lua {
+				e.drained(v, 60*time.Second)
+			}
+			checkSale(t, e, v, stock, users, tl, lua)
 			t.Logf("round %d: admitted %d, sold out %d, already %d", r, tl.admitted.Load(), tl.sold.Load(), tl.already.Load())
 		}
 	})
