@@ -124,8 +124,10 @@ func (r *VoucherReport) note(format string, args ...any) {
 //   - the meta hash holds the database's window and on/off, and the voucher is registered for
 //     the consumer.
 //
-// A voucher Redis does not hold is a problem only if its sale is on (ACTIVE, not ended) or
-// Redis still holds part of its state; otherwise a grab would rebuild it anyway. In the
+// A voucher Redis does not hold is a problem if Redis still holds part of its state (the
+// registry, stock, buyers or queued orders), or if its sale is on (ACTIVE, not ended) and it
+// has orders: Redis lost it. A voucher on sale without orders was merely never warmed, and one
+// whose sale is over needs nothing from Redis; a grab would warm either. In the
 // database it flags a negative stock, users holding two live orders and rows whose slot
 // disagrees with their status. Buyers are read with HSCAN and the stream in pages, so large
 // sales do not block Redis; the voucher's lock is held for the whole check (and fix), which
@@ -212,6 +214,9 @@ func (s *Service) reconcileOne(ctx context.Context, id int, o ReconcileOptions) 
 	defer l.Release(context.WithoutCancel(ctx))
 	lctx := l.Context()
 	r, err := s.inspect(lctx, id, o)
+	if err == nil && lctx.Err() != nil {
+		err = fmt.Errorf("lock on the voucher lost during the check: %w", context.Cause(lctx))
+	}
 	if err != nil || !o.Fix || r.OK() || !r.fixable {
 		r.finish()
 		return r, err
@@ -231,6 +236,9 @@ func (s *Service) reconcileOne(ctx context.Context, id int, o ReconcileOptions) 
 		return r, fmt.Errorf("lock on the voucher lost during the fix: %w", context.Cause(lctx))
 	}
 	r2, err := s.inspect(lctx, id, o)
+	if err == nil && lctx.Err() != nil {
+		err = fmt.Errorf("lock on the voucher lost during the check: %w", context.Cause(lctx))
+	}
 	r2.Found = found
 	if fixErr != nil {
 		r2.FixError = fixErr.Error()
@@ -562,12 +570,14 @@ func (s *Service) inspectRedis(ctx context.Context, r *VoucherReport, db *dbOrde
 			r.problem(false, "no seckill voucher %d in the database", r.VoucherID)
 		}
 		return nil
-	case !r.Ready && (onSale || holdsSomething):
-		why := "its sale is on"
-		if !onSale {
-			why = "Redis still holds part of its state"
+	case !r.Ready && (holdsSomething || onSale && r.DBOrders+r.DBFailed > 0):
+		why := "Redis still holds part of its state"
+		if !holdsSomething {
+			why = "its sale is on and it has orders (Redis lost it)"
 		}
 		r.problem(true, "not ready: Redis has no sale state (meta %s missing) although %s; grabs answer NOT_READY until a rebuild", k.Meta, why)
+	case !r.Ready && onSale:
+		r.note("not warmed yet (no order, nothing in Redis): the first grab warms it, answering NOT_READY meanwhile")
 	case !r.Ready:
 		r.note("not in Redis (sale ended or voucher not active): nothing to compare; a grab would rebuild it")
 	}
@@ -604,33 +614,40 @@ func (s *Service) inspectRedis(ctx context.Context, r *VoucherReport, db *dbOrde
 			*r.RedisStock, r.ExpectedStock, r.DBStock, unpersisted)
 	}
 
-	// Buyers.
+	// Buyers. Examples are kept up to a bound, then sorted so that reports are stable.
 	var missing, extra, other []string
+	keep := func(l *[]string, format string, args ...any) {
+		if len(*l) < 1000 {
+			*l = append(*l, fmt.Sprintf(format, args...))
+		}
+	}
 	for u, w := range want {
 		have, ok := buyers[strconv.Itoa(u)]
 		switch {
 		case w.late:
 			// Admitted during the check: the scan may or may not have seen it.
 		case !ok:
-			missing = append(missing, fmt.Sprintf("user %d: order %d missing", u, w.order))
+			r.MissingBuyers++
+			keep(&missing, "user %d: order %d missing", u, w.order)
 		case have != strconv.FormatInt(w.order, 10):
-			other = append(other, fmt.Sprintf("user %d: Redis order %s, expected %d", u, have, w.order))
+			r.MismatchedBuyers++
+			keep(&other, "user %d: Redis order %s, expected %d", u, have, w.order)
 		}
 	}
 	for u, have := range buyers {
 		id, err := strconv.Atoi(u)
 		if _, ok := want[id]; err != nil || !ok {
-			extra = append(extra, fmt.Sprintf("user %s: order %s not in the database nor queued", u, have))
+			r.ExtraBuyers++
+			keep(&extra, "user %s: order %s not in the database nor queued", u, have)
 		}
 	}
-	r.MissingBuyers, r.ExtraBuyers, r.MismatchedBuyers = len(missing), len(extra), len(other)
-	if len(missing)+len(extra)+len(other) > 0 {
+	if r.MissingBuyers+r.ExtraBuyers+r.MismatchedBuyers > 0 {
 		for _, l := range [][]string{missing, extra, other} {
 			sort.Strings(l)
 			r.BuyerExamples = append(r.BuyerExamples, l[:min(o.Examples, len(l))]...)
 		}
 		r.problem(true, "buyers: %d missing, %d extra, %d with another order (Redis holds %d, expected %d: %d live orders in the database, %d queued users); e.g. %s",
-			len(missing), len(extra), len(other), len(buyers), len(want), len(db.live), len(stream), strings.Join(r.BuyerExamples, "; "))
+			r.MissingBuyers, r.ExtraBuyers, r.MismatchedBuyers, len(buyers), len(want), len(db.live), len(stream), strings.Join(r.BuyerExamples, "; "))
 	}
 
 	// Facts that are not disagreements.

@@ -65,7 +65,7 @@ func TestReconcile(t *testing.T) {
 		e := newEnv(t, rdb)
 		ctx := context.Background()
 		v := e.voucher(20)
-		users := e.users(16)
+		users := e.users(20)
 		s := e.service(seckill.Options{})
 		k := seckill.KeysOf(e.prefix, v)
 		if err := s.Warm(ctx, v); err != nil {
@@ -121,7 +121,7 @@ func TestReconcile(t *testing.T) {
 			{"queued buyer removed", func() { rdb.HDel(ctx, k.Buyers, itoa(users[next-1])) },
 				func(r seckill.VoucherReport) bool { return r.MissingBuyers == 1 },
 				"1 missing"},
-			{"extra buyer", func() { rdb.HSet(ctx, k.Buyers, itoa(users[15]), "12345") },
+			{"extra buyer", func() { rdb.HSet(ctx, k.Buyers, itoa(users[19]), "12345") },
 				func(r seckill.VoucherReport) bool { return r.ExtraBuyers == 1 && r.MissingBuyers == 0 },
 				"0 missing, 1 extra"},
 			{"buyer with another order", func() { rdb.HSet(ctx, k.Buyers, itoa(users[1]), "777") },
@@ -133,6 +133,8 @@ func TestReconcile(t *testing.T) {
 				func(r seckill.VoucherReport) bool { return !r.Registered }, "not registered"},
 			{"stock key deleted", func() { rdb.Del(ctx, k.Stock) },
 				func(r seckill.VoucherReport) bool { return r.RedisStock == nil }, "stock " + k.Stock + " missing"},
+			{"meta deleted", func() { rdb.Del(ctx, k.Meta) },
+				func(r seckill.VoucherReport) bool { return !r.Ready }, "Redis still holds part of its state"},
 		}
 		for _, b := range breakages {
 			before := e.state(v)
@@ -161,15 +163,18 @@ func TestReconcile(t *testing.T) {
 			}
 		}
 
-		// Redis loses the voucher altogether (after the queue drained, so no order is lost).
+		// Redis loses the voucher altogether, registry included (after the queue drained, so no
+		// order is lost).
 		stop = e.consume(s)
 		e.drained(v, 10*time.Second)
 		stop()
 		if err := rdb.Del(ctx, k.Meta, k.Stock, k.Buyers, k.Orders, k.Dead).Err(); err != nil {
 			t.Fatal(err)
 		}
+		rdb.ZRem(ctx, e.prefix+":vouchers", itoa(v))
 		r = reconcile(t, s, v, false)
-		if r.OK() || r.Ready || !strings.Contains(strings.Join(r.Problems, "\n"), "not ready") {
+		if r.OK() || r.Ready || !strings.Contains(strings.Join(r.Problems, "\n"), "not ready") ||
+			!strings.Contains(strings.Join(r.Problems, "\n"), "Redis lost it") {
 			t.Fatalf("flushed voucher: %+v", r)
 		}
 		r = reconcile(t, s, v, true)
@@ -185,6 +190,49 @@ func TestReconcile(t *testing.T) {
 		if r := reconcile(t, s, v, false); !r.OK() || r.DBOrders != next || r.DBStock != 20-next {
 			t.Fatalf("after the last grab, drained: %+v", r)
 		}
+	})
+}
+
+// An order written to the database whose stream entry was not acknowledged (Redis failed
+// after the commit) is not counted as queued; Fix settles it before rebuilding, so the
+// rebuild does not take its unit off sale a second time.
+func TestReconcilePersistedNotAcknowledged(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		e := newEnv(t, rdb)
+		ctx := context.Background()
+		v := e.voucher(10)
+		users := e.users(3)
+		s := e.service(seckill.Options{})
+		k := seckill.KeysOf(e.prefix, v)
+		if err := s.Warm(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		a := grab(t, s, users[0], v)
+		grab(t, s, users[1], v)
+		// What the consumer's transaction does for users[0]'s order, without the XACK/XDEL.
+		if _, err := e.db.SQL.ExecContext(ctx, "INSERT INTO tb_voucher_order (id, created_at, updated_at, user_id, voucher_id, status, slot) VALUES (?, NOW(), NOW(), ?, ?, 'CREATED', 1)",
+			a.OrderID, users[0], v); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.db.SQL.ExecContext(ctx, "UPDATE vouchers SET stock = stock - 1 WHERE id = ?", v); err != nil {
+			t.Fatal(err)
+		}
+		r := reconcile(t, s, v, false)
+		if !r.OK() || r.Queued != 2 || r.QueuedPersisted != 1 || r.DBStock != 9 || r.ExpectedStock != 8 || *r.RedisStock != 8 ||
+			!strings.Contains(strings.Join(r.Notes, "\n"), "already in the database") {
+			t.Fatalf("persisted, not acknowledged: %+v", r)
+		}
+		rdb.Set(ctx, k.Stock, 3, 0)
+		r = reconcile(t, s, v, true)
+		if !r.Fixed || r.Queued != 1 || r.QueuedPersisted != 0 || *r.RedisStock != 8 {
+			t.Fatalf("after Fix: %+v", r)
+		}
+		e.consume(s)
+		e.drained(v, 10*time.Second)
+		if r := reconcile(t, s, v, false); !r.OK() || r.DBOrders != 2 || r.DBStock != 8 || *r.RedisStock != 8 {
+			t.Fatalf("drained: %+v", r)
+		}
+		e.invariants(v)
 	})
 }
 
@@ -283,6 +331,17 @@ func TestReconcileDatabaseProblems(t *testing.T) {
 		if !strings.HasPrefix(p, "database: ") {
 			t.Errorf("after Fix, a problem outside the database is left: %q", p)
 		}
+	}
+
+	// On sale, never warmed, no order: not a problem (the first grab warms it).
+	cold := e.voucher(5)
+	if r := reconcile(t, s, cold, false); !r.OK() || r.Ready || !strings.Contains(strings.Join(r.Notes, "\n"), "not warmed yet") {
+		t.Errorf("never warmed voucher: %+v", r)
+	}
+	// Ended, its keys gone: not a problem either.
+	ended := e.voucherWindow(5, time.Now().Add(-3*time.Hour), time.Now().Add(-2*time.Hour))
+	if r := reconcile(t, s, ended, false); !r.OK() || r.Ready {
+		t.Errorf("ended voucher not in Redis: %+v", r)
 	}
 
 	r = reconcile(t, s, 999_999_999, false)
