@@ -1,6 +1,8 @@
 // Command surge runs the flash-sale GraphQL server and its tools.
 //
 //	surge [serve] [flags]   run the server (the default subcommand)
+//	surge reconcile [-fix] [-voucher id,...] [-json]
+//	                        compare the seckill state in Redis with MySQL, and repair it
 //	surge bench <scenario>  measure the cache, ids and locks against a real Redis (internal/bench)
 //
 // With no configuration it runs on the embedded default: in-process Redis and a SQLite file
@@ -29,6 +31,10 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	slog.SetDefault(log)
 	args := os.Args[1:]
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		usage()
+		return
+	}
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
@@ -37,6 +43,8 @@ func main() {
 	switch cmd {
 	case "serve":
 		err = serve(args, log)
+	case "reconcile":
+		os.Exit(reconcile(args, os.Stdout, os.Stderr, log))
 	case "bench":
 		err = bench.Command(args)
 	case "help":
@@ -58,9 +66,14 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage: surge [serve] [flags]
+       surge reconcile [-fix] [-voucher id,...] [-json] [flags]
+       surge bench <scenario> [flags]
 
-  serve   run the GraphQL server (default); "surge serve -h" lists the flags
-  bench   measure the cache, ids and locks on a real Redis: "surge bench" lists the scenarios`)
+  serve      run the GraphQL server (default); "surge serve -h" lists the flags
+  reconcile  compare each seckill voucher's state in Redis with MySQL; -fix rebuilds the
+             vouchers that disagree. Exit 0 all OK or fixed, 1 problems left, 2 usage or
+             connection error. Needs SURGE_REDIS_ADDRS and SURGE_MYSQL_DSN; "surge reconcile -h"
+  bench      measure the cache, ids and locks on a real Redis: "surge bench" lists the scenarios`)
 }
 
 func serve(args []string, log *slog.Logger) error {

@@ -65,7 +65,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	if err := a.openRedis(ctx); err != nil {
 		return nil, err
 	}
-	if err := a.openDB(ctx); err != nil {
+	if err := a.openDB(ctx, true); err != nil {
 		return nil, err
 	}
 	if cfg.Seed {
@@ -106,21 +106,53 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	return a, nil
 }
 
+// Connect opens only what command-line tools need: Redis and the database of cfg, which must
+// both be real services (the embedded default keeps nothing a tool could inspect). It neither
+// migrates nor seeds, warms no voucher, starts no consumer and builds no handler; App.Redis
+// and App.DB are set. Close releases them.
+func Connect(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
+	if len(cfg.RedisAddrs) == 0 || cfg.MySQLDSN == "" {
+		return nil, errors.New("needs real services: set SURGE_REDIS_ADDRS and SURGE_MYSQL_DSN (or -redis-addrs and -mysql-dsn); the embedded default starts empty every time")
+	}
+	a := &App{Config: cfg, Log: opts.Logger}
+	if a.Log == nil {
+		a.Log = slog.Default()
+	}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	if err := a.openRedis(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.openDB(ctx, false); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// SeckillOptions are the seckill.Options of cfg (strategy, key prefix, rate limit, dialect),
+// for a seckill.Service on a's database and Redis.
+func (a *App) SeckillOptions() seckill.Options {
+	return seckill.Options{
+		Strategy:  seckill.Strategy(a.Config.SeckillStrategy),
+		Prefix:    a.Config.SeckillPrefix,
+		Dialect:   a.DB.Dialect,
+		RateLimit: seckill.RateLimit{PerSecond: a.Config.SeckillRate, Burst: int(2 * a.Config.SeckillRate)},
+		Logger:    a.Log,
+	}
+}
+
 // startSeckill creates the seckill service, warms the vouchers on sale and starts the order
 // stream consumer, whose blocking reads get a connection pool of their own.
 func (a *App) startSeckill(ctx context.Context, registry prometheus.Registerer) error {
-	rate := seckill.RateLimit{PerSecond: a.Config.SeckillRate, Burst: int(2 * a.Config.SeckillRate)}
 	streams := redis.NewUniversalClient(a.redisOptions(100))
+	o := a.SeckillOptions()
+	o.Registerer = registry
+	o.StreamClient = streams
 	var err error
-	a.Seckill, err = seckill.New(a.DB.Ent, a.Redis, seckill.Options{
-		Strategy:     seckill.Strategy(a.Config.SeckillStrategy),
-		Prefix:       a.Config.SeckillPrefix,
-		Dialect:      a.DB.Dialect,
-		RateLimit:    rate,
-		Logger:       a.Log,
-		Registerer:   registry,
-		StreamClient: streams,
-	})
+	a.Seckill, err = seckill.New(a.DB.Ent, a.Redis, o)
 	if err != nil {
 		_ = streams.Close()
 		return err
@@ -200,7 +232,7 @@ func driveExpiry(m *miniredis.Miniredis, every time.Duration) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
-func (a *App) openDB(ctx context.Context) error {
+func (a *App) openDB(ctx context.Context, migrate bool) error {
 	var err error
 	if a.Config.MySQLDSN != "" {
 		a.DB, err = store.OpenMySQL(a.Config.MySQLDSN)
@@ -216,6 +248,9 @@ func (a *App) openDB(ctx context.Context) error {
 	a.closers = append(a.closers, a.DB.Close)
 	if err := a.DB.Ping(ctx); err != nil {
 		return fmt.Errorf("connecting to the database: %w", err)
+	}
+	if !migrate {
+		return nil
 	}
 	return a.DB.Migrate(ctx)
 }

@@ -50,10 +50,24 @@ func (c Config) Embedded() bool { return len(c.RedisAddrs) == 0 && c.MySQLDSN ==
 
 // ParseConfig reads the environment, then flags from args (without the subcommand).
 func ParseConfig(args []string, getenv func(string) string) (Config, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	build := ConfigFlags(fs, getenv)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return build()
+}
+
+// ConfigFlags defines the configuration flags on fs, their defaults taken from the
+// environment (getenv; nil: os.Getenv), for commands that add flags of their own. Once fs
+// is parsed, build checks the values and returns the Config.
+func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Config, error)) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	env := func(k, def string) string {
 		if v := strings.TrimSpace(getenv(k)); v != "" {
 			return v
@@ -76,53 +90,49 @@ func ParseConfig(args []string, getenv func(string) string) (Config, error) {
 	rate := fs.Float64("seckill-rate", envFloat(getenv, "SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
 	consumer := fs.String("seckill-consumer", env("SURGE_SECKILL_CONSUMER", ""), "run the order stream consumer in this process: true/false (SURGE_SECKILL_CONSUMER; default true)")
 	seckillPrefix := fs.String("seckill-prefix", env("SURGE_SECKILL_PREFIX", "seckill"), "prefix of seckill keys, to share one Redis between deployments (SURGE_SECKILL_PREFIX)")
-	if err := fs.Parse(args); err != nil {
-		return Config{}, err
-	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	c := Config{
-		Addr: *addr, DataDir: *dataDir, RedisAddrs: splitList(*redisAddrs), RedisPassword: *redisPassword,
-		MySQLDSN: *dsn, Mode: *mode, AdminPhones: splitList(*admins),
-		MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, CachePrefix: *cachePrefix, ShutdownGrace: 15 * time.Second,
-		SeckillStrategy: *strategy, SeckillRate: *rate, SeckillPrefix: *seckillPrefix,
-	}
-	if c.SeckillStrategy != "lua" && c.SeckillStrategy != "sync" {
-		return Config{}, fmt.Errorf("invalid seckill strategy %q: want lua or sync", c.SeckillStrategy)
-	}
-	if c.Mode == "" {
-		c.Mode = "production"
-		if c.Embedded() {
-			c.Mode = "dev"
+	return func() (Config, error) {
+		c := Config{
+			Addr: *addr, DataDir: *dataDir, RedisAddrs: splitList(*redisAddrs), RedisPassword: *redisPassword,
+			MySQLDSN: *dsn, Mode: *mode, AdminPhones: splitList(*admins),
+			MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, CachePrefix: *cachePrefix, ShutdownGrace: 15 * time.Second,
+			SeckillStrategy: *strategy, SeckillRate: *rate, SeckillPrefix: *seckillPrefix,
 		}
+		if c.SeckillStrategy != "lua" && c.SeckillStrategy != "sync" {
+			return Config{}, fmt.Errorf("invalid seckill strategy %q: want lua or sync", c.SeckillStrategy)
+		}
+		if c.Mode == "" {
+			c.Mode = "production"
+			if c.Embedded() {
+				c.Mode = "dev"
+			}
+		}
+		if c.Mode != "dev" && c.Mode != "production" {
+			return Config{}, fmt.Errorf("invalid mode %q: want dev or production", c.Mode)
+		}
+		var err error
+		if c.Seed, err = parseBool("seed", *seed, c.Dev()); err != nil {
+			return Config{}, err
+		}
+		if c.SeckillConsumer, err = parseBool("seckill-consumer", *consumer, true); err != nil {
+			return Config{}, err
+		}
+		if c.Introspection, err = parseBool("introspection", *intro, c.Dev()); err != nil {
+			return Config{}, err
+		}
+		if len(c.AdminPhones) == 0 && c.Dev() {
+			c.AdminPhones = []string{DevAdminPhone}
+		}
+		if c.CachePrefix == "" || strings.ContainsAny(c.CachePrefix, "{} ") {
+			return Config{}, fmt.Errorf("invalid cache prefix %q", c.CachePrefix)
+		}
+		if c.SeckillPrefix == "" || strings.ContainsAny(c.SeckillPrefix, "{} ") {
+			return Config{}, fmt.Errorf("invalid seckill prefix %q", c.SeckillPrefix)
+		}
+		if c.MaxComplexity <= 0 || c.MaxDepth <= 0 {
+			return Config{}, fmt.Errorf("max-complexity and max-depth must be positive")
+		}
+		return c, nil
 	}
-	if c.Mode != "dev" && c.Mode != "production" {
-		return Config{}, fmt.Errorf("invalid mode %q: want dev or production", c.Mode)
-	}
-	var err error
-	if c.Seed, err = parseBool("seed", *seed, c.Dev()); err != nil {
-		return Config{}, err
-	}
-	if c.SeckillConsumer, err = parseBool("seckill-consumer", *consumer, true); err != nil {
-		return Config{}, err
-	}
-	if c.Introspection, err = parseBool("introspection", *intro, c.Dev()); err != nil {
-		return Config{}, err
-	}
-	if len(c.AdminPhones) == 0 && c.Dev() {
-		c.AdminPhones = []string{DevAdminPhone}
-	}
-	if c.CachePrefix == "" || strings.ContainsAny(c.CachePrefix, "{} ") {
-		return Config{}, fmt.Errorf("invalid cache prefix %q", c.CachePrefix)
-	}
-	if c.SeckillPrefix == "" || strings.ContainsAny(c.SeckillPrefix, "{} ") {
-		return Config{}, fmt.Errorf("invalid seckill prefix %q", c.SeckillPrefix)
-	}
-	if c.MaxComplexity <= 0 || c.MaxDepth <= 0 {
-		return Config{}, fmt.Errorf("max-complexity and max-depth must be positive")
-	}
-	return c, nil
 }
 
 func envInt(getenv func(string) string, k string, def int) int {
