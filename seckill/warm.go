@@ -80,6 +80,11 @@ func (s *Service) warmLocked(ctx context.Context, voucherID int, full bool) erro
 	if err := s.ensureGroup(ctx, s.rdb, k.Orders); err != nil {
 		return err
 	}
+	// An order the consumer wrote but did not acknowledge (it died in between) is in the
+	// database and still in the stream: settle it first, or the stock below would count it twice.
+	if err := s.settlePersisted(ctx, voucherID); err != nil {
+		return err
+	}
 	if full {
 		if err := lua.SeckillWarmReset.Run(ctx, s.rdb, []string{k.Meta, k.Buyers}).Err(); err != nil {
 			return fmt.Errorf("seckill: rebuilding voucher %d: %w", voucherID, err)
@@ -108,6 +113,48 @@ func (s *Service) warmLocked(ctx context.Context, voucherID int, full bool) erro
 		s.log.Info("voucher sale state rebuilt from the database", "voucher", voucherID, "db_stock", *v.Stock)
 	}
 	return nil
+}
+
+// settlePersisted acknowledges and deletes the stream entries whose order is already in the
+// database. The caller holds the voucher's lock, so no commit happens meanwhile.
+func (s *Service) settlePersisted(ctx context.Context, voucherID int) error {
+	k := s.keys(voucherID)
+	start := "-"
+	for {
+		msgs, err := s.rdb.XRangeN(ctx, k.Orders, start, "+", 500).Result()
+		if err != nil {
+			return fmt.Errorf("seckill: reading the queue of voucher %d: %w", voucherID, err)
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		byOrder := map[int]string{}
+		ids := make([]int, 0, len(msgs))
+		for _, m := range msgs {
+			if o, err := parseEntry(m); err == nil {
+				byOrder[int(o.id)] = m.ID
+				ids = append(ids, int(o.id))
+			}
+		}
+		saved, err := s.db.SeckillOrder.Query().
+			Where(seckillorder.IDIn(ids...), seckillorder.VoucherID(voucherID)).IDs(ctx)
+		if err != nil {
+			return fmt.Errorf("seckill: reading orders of voucher %d: %w", voucherID, err)
+		}
+		if len(saved) > 0 {
+			args := []any{s.opts.Group}
+			for _, id := range saved {
+				args = append(args, byOrder[id])
+			}
+			if err := lua.SeckillAck.Run(ctx, s.rdb, []string{k.Orders}, args...).Err(); err != nil {
+				return fmt.Errorf("seckill: settling persisted orders of voucher %d: %w", voucherID, err)
+			}
+		}
+		if len(msgs) < 500 {
+			return nil
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
 }
 
 // loadBuyers copies the voucher's live orders (user -> order) from the database into the
