@@ -22,6 +22,7 @@ import (
 	"github.com/surgekit/surge/ent/voucher"
 	"github.com/surgekit/surge/graph/model"
 	"github.com/surgekit/surge/graph/scalar"
+	"github.com/surgekit/surge/internal/catalog"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -38,6 +39,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 type ResolverRoot interface {
 	Mutation() MutationResolver
 	Query() QueryResolver
+	SeckillPayload() SeckillPayloadResolver
 }
 
 type DirectiveRoot struct {
@@ -51,12 +53,14 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		CreateShop    func(childComplexity int, input ent.CreateShopInput) int
-		CreateVoucher func(childComplexity int, input model.CreateVoucherInput) int
-		Login         func(childComplexity int, phone string, code string) int
-		Logout        func(childComplexity int) int
-		SendLoginCode func(childComplexity int, phone string) int
-		UpdateShop    func(childComplexity int, id int, input ent.UpdateShopInput) int
+		CreateShop     func(childComplexity int, input ent.CreateShopInput) int
+		CreateVoucher  func(childComplexity int, input model.CreateVoucherInput) int
+		Login          func(childComplexity int, phone string, code string) int
+		Logout         func(childComplexity int) int
+		SeckillVoucher func(childComplexity int, voucherID int) int
+		SendLoginCode  func(childComplexity int, phone string) int
+		UpdateShop     func(childComplexity int, id int, input ent.UpdateShopInput) int
+		UpdateVoucher  func(childComplexity int, id int, input catalog.VoucherUpdate) int
 	}
 
 	PageInfo struct {
@@ -71,6 +75,7 @@ type ComplexityRoot struct {
 		MyOrders  func(childComplexity int, first *int, after *entgql.Cursor[int]) int
 		Node      func(childComplexity int, id int) int
 		Nodes     func(childComplexity int, ids []int) int
+		Order     func(childComplexity int, id int) int
 		Shop      func(childComplexity int, id int) int
 		ShopTypes func(childComplexity int) int
 		Shops     func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy []*ent.ShopOrder, where *ent.ShopWhereInput) int
@@ -98,6 +103,12 @@ type ComplexityRoot struct {
 	SeckillOrderEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	SeckillPayload struct {
+		Order   func(childComplexity int) int
+		OrderID func(childComplexity int) int
+		Status  func(childComplexity int) int
 	}
 
 	SendLoginCodePayload struct {
@@ -187,6 +198,8 @@ type MutationResolver interface {
 	CreateShop(ctx context.Context, input ent.CreateShopInput) (*ent.Shop, error)
 	UpdateShop(ctx context.Context, id int, input ent.UpdateShopInput) (*ent.Shop, error)
 	CreateVoucher(ctx context.Context, input model.CreateVoucherInput) (*ent.Voucher, error)
+	SeckillVoucher(ctx context.Context, voucherID int) (*model.SeckillPayload, error)
+	UpdateVoucher(ctx context.Context, id int, input catalog.VoucherUpdate) (*ent.Voucher, error)
 }
 type QueryResolver interface {
 	Node(ctx context.Context, id int) (ent.Noder, error)
@@ -198,6 +211,10 @@ type QueryResolver interface {
 	Vouchers(ctx context.Context, shopID int) ([]*ent.Voucher, error)
 	Me(ctx context.Context) (*ent.User, error)
 	MyOrders(ctx context.Context, first *int, after *entgql.Cursor[int]) (*ent.SeckillOrderConnection, error)
+	Order(ctx context.Context, id int) (*ent.SeckillOrder, error)
+}
+type SeckillPayloadResolver interface {
+	Order(ctx context.Context, obj *model.SeckillPayload) (*ent.SeckillOrder, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -276,6 +293,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Logout(childComplexity), true
+	case "Mutation.seckillVoucher":
+		if e.ComplexityRoot.Mutation.SeckillVoucher == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_seckillVoucher_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SeckillVoucher(childComplexity, args["voucherId"].(int)), true
 	case "Mutation.sendLoginCode":
 		if e.ComplexityRoot.Mutation.SendLoginCode == nil {
 			break
@@ -298,6 +326,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateShop(childComplexity, args["id"].(int), args["input"].(ent.UpdateShopInput)), true
+	case "Mutation.updateVoucher":
+		if e.ComplexityRoot.Mutation.UpdateVoucher == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateVoucher_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateVoucher(childComplexity, args["id"].(int), args["input"].(catalog.VoucherUpdate)), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -363,6 +402,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Nodes(childComplexity, args["ids"].([]int)), true
+	case "Query.order":
+		if e.ComplexityRoot.Query.Order == nil {
+			break
+		}
+
+		args, err := ec.field_Query_order_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Order(childComplexity, args["id"].(int)), true
 	case "Query.shop":
 		if e.ComplexityRoot.Query.Shop == nil {
 			break
@@ -494,6 +544,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SeckillOrderEdge.Node(childComplexity), true
+
+	case "SeckillPayload.order":
+		if e.ComplexityRoot.SeckillPayload.Order == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SeckillPayload.Order(childComplexity), true
+	case "SeckillPayload.orderId":
+		if e.ComplexityRoot.SeckillPayload.OrderID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SeckillPayload.OrderID(childComplexity), true
+	case "SeckillPayload.status":
+		if e.ComplexityRoot.SeckillPayload.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SeckillPayload.Status(childComplexity), true
 
 	case "SendLoginCodePayload.devCode":
 		if e.ComplexityRoot.SendLoginCodePayload.DevCode == nil {
@@ -843,6 +912,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		ec.unmarshalInputShopTypeWhereInput,
 		ec.unmarshalInputShopWhereInput,
 		ec.unmarshalInputUpdateShopInput,
+		ec.unmarshalInputUpdateVoucherInput,
 		ec.unmarshalInputUserOrder,
 		ec.unmarshalInputUserWhereInput,
 		ec.unmarshalInputVoucherOrder,
@@ -921,7 +991,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "ent.graphqls" "schema.graphqls"
+//go:embed "ent.graphqls" "schema.graphqls" "seckill.graphqls"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -935,6 +1005,7 @@ func sourceData(filename string) string {
 var sources = []*ast.Source{
 	{Name: "ent.graphqls", Input: sourceData("ent.graphqls"), BuiltIn: false},
 	{Name: "schema.graphqls", Input: sourceData("schema.graphqls"), BuiltIn: false},
+	{Name: "seckill.graphqls", Input: sourceData("seckill.graphqls"), BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
@@ -1010,6 +1081,18 @@ func (ec *executionContext) childFields_SeckillOrderEdge(ctx context.Context, fi
 		return ec.fieldContext_SeckillOrderEdge_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SeckillOrderEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_SeckillPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "orderId":
+		return ec.fieldContext_SeckillPayload_orderId(ctx, field)
+	case "status":
+		return ec.fieldContext_SeckillPayload_status(ctx, field)
+	case "order":
+		return ec.fieldContext_SeckillPayload_order(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SeckillPayload", field.Name)
 }
 
 func (ec *executionContext) childFields_SendLoginCodePayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1328,6 +1411,20 @@ func (ec *executionContext) field_Mutation_login_args(ctx context.Context, rawAr
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_seckillVoucher_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "voucherId",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["voucherId"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_sendLoginCode_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1356,6 +1453,28 @@ func (ec *executionContext) field_Mutation_updateShop_args(ctx context.Context, 
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (ent.UpdateShopInput, error) {
 			return ec.unmarshalNUpdateShopInput2githubᚗcomᚋsurgekitᚋsurgeᚋentᚐUpdateShopInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateVoucher_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (catalog.VoucherUpdate, error) {
+			return ec.unmarshalNUpdateVoucherInput2githubᚗcomᚋsurgekitᚋsurgeᚋinternalᚋcatalogᚐVoucherUpdate(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -1425,6 +1544,20 @@ func (ec *executionContext) field_Query_nodes_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["ids"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_order_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -1905,6 +2038,94 @@ func (ec *executionContext) fieldContext_Mutation_createVoucher(ctx context.Cont
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_seckillVoucher(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_seckillVoucher(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SeckillVoucher(ctx, fc.Args["voucherId"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SeckillPayload) graphql.Marshaler {
+			return ec.marshalNSeckillPayload2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋgraphᚋmodelᚐSeckillPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_seckillVoucher(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SeckillPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_seckillVoucher_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateVoucher(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateVoucher(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateVoucher(ctx, fc.Args["id"].(int), fc.Args["input"].(catalog.VoucherUpdate))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Voucher) graphql.Marshaler {
+			return ec.marshalNVoucher2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐVoucher(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateVoucher(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Voucher(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateVoucher_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *entgql.PageInfo[int]) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2369,6 +2590,50 @@ func (ec *executionContext) fieldContext_Query_myOrders(ctx context.Context, fie
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_order(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_order(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Order(ctx, fc.Args["id"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.SeckillOrder) graphql.Marshaler {
+			return ec.marshalOSeckillOrder2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐSeckillOrder(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_order(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SeckillOrder(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_order_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2787,6 +3052,84 @@ func (ec *executionContext) _SeckillOrderEdge_cursor(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_SeckillOrderEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SeckillOrderEdge", field, false, false, errors.New("field of type Cursor does not have child fields"))
+}
+
+func (ec *executionContext) _SeckillPayload_orderId(ctx context.Context, field graphql.CollectedField, obj *model.SeckillPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SeckillPayload_orderId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OrderID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SeckillPayload_orderId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SeckillPayload", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _SeckillPayload_status(ctx context.Context, field graphql.CollectedField, obj *model.SeckillPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SeckillPayload_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v seckillorder.Status) graphql.Marshaler {
+			return ec.marshalNSeckillOrderStatus2githubᚗcomᚋsurgekitᚋsurgeᚋentᚋseckillorderᚐStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SeckillPayload_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SeckillPayload", field, false, false, errors.New("field of type SeckillOrderStatus does not have child fields"))
+}
+
+func (ec *executionContext) _SeckillPayload_order(ctx context.Context, field graphql.CollectedField, obj *model.SeckillPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SeckillPayload_order(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SeckillPayload().Order(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.SeckillOrder) graphql.Marshaler {
+			return ec.marshalOSeckillOrder2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐSeckillOrder(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SeckillPayload_order(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SeckillPayload",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SeckillOrder(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _SendLoginCodePayload_phone(ctx context.Context, field graphql.CollectedField, obj *model.SendLoginCodePayload) (ret graphql.Marshaler) {
@@ -7344,6 +7687,92 @@ func (ec *executionContext) unmarshalInputUpdateShopInput(ctx context.Context, o
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context, obj any) (catalog.VoucherUpdate, error) {
+	var it catalog.VoucherUpdate
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"title", "subtitle", "rules", "payValue", "actualValue", "status", "stock", "beginAt", "endAt"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "title":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("title"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Title = data
+		case "subtitle":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subtitle"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Subtitle = data
+		case "rules":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("rules"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Rules = data
+		case "payValue":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("payValue"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.PayValue = data
+		case "actualValue":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("actualValue"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ActualValue = data
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalOVoucherStatus2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚋvoucherᚐStatus(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		case "stock":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("stock"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Stock = data
+		case "beginAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("beginAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BeginAt = data
+		case "endAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("endAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EndAt = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputUserOrder(ctx context.Context, obj any) (ent.UserOrder, error) {
 	var it ent.UserOrder
 	if obj == nil {
@@ -9000,6 +9429,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "seckillVoucher":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_seckillVoucher(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateVoucher":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateVoucher(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -9292,6 +9735,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "order":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_order(ctx, field)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -9536,6 +10001,87 @@ func (ec *executionContext) _SeckillOrderEdge(ctx context.Context, sel ast.Selec
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var seckillPayloadImplementors = []string{"SeckillPayload"}
+
+func (ec *executionContext) _SeckillPayload(ctx context.Context, sel ast.SelectionSet, obj *model.SeckillPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, seckillPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SeckillPayload")
+		case "orderId":
+			out.Values[i] = ec._SeckillPayload_orderId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.Values[i] = ec._SeckillPayload_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "order":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._SeckillPayload_order(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10761,6 +11307,20 @@ func (ec *executionContext) unmarshalNSeckillOrderWhereInput2ᚖgithubᚗcomᚋs
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNSeckillPayload2githubᚗcomᚋsurgekitᚋsurgeᚋgraphᚋmodelᚐSeckillPayload(ctx context.Context, sel ast.SelectionSet, v model.SeckillPayload) graphql.Marshaler {
+	return ec._SeckillPayload(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNSeckillPayload2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋgraphᚋmodelᚐSeckillPayload(ctx context.Context, sel ast.SelectionSet, v *model.SeckillPayload) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._SeckillPayload(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNSendLoginCodePayload2githubᚗcomᚋsurgekitᚋsurgeᚋgraphᚋmodelᚐSendLoginCodePayload(ctx context.Context, sel ast.SelectionSet, v model.SendLoginCodePayload) graphql.Marshaler {
 	return ec._SendLoginCodePayload(ctx, sel, &v)
 }
@@ -10910,6 +11470,11 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 
 func (ec *executionContext) unmarshalNUpdateShopInput2githubᚗcomᚋsurgekitᚋsurgeᚋentᚐUpdateShopInput(ctx context.Context, v any) (ent.UpdateShopInput, error) {
 	res, err := ec.unmarshalInputUpdateShopInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNUpdateVoucherInput2githubᚗcomᚋsurgekitᚋsurgeᚋinternalᚋcatalogᚐVoucherUpdate(ctx context.Context, v any) (catalog.VoucherUpdate, error) {
+	res, err := ec.unmarshalInputUpdateVoucherInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 

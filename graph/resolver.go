@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/seckillorder"
@@ -12,12 +13,13 @@ import (
 )
 
 // Resolver holds the services the resolvers translate GraphQL calls into. Resolvers stay
-// thin: rules live in auth and catalog, which are tested on their own.
+// thin: rules live in auth, catalog and seckill, which are tested on their own.
 type Resolver struct {
 	DB      *ent.Client
 	Auth    *auth.Service
 	Catalog *catalog.Service
 	Seckill *seckill.Service
+	Log     *slog.Logger // for failures that do not fail the operation (slog.Default if nil)
 }
 
 // Page sizes for connections: a missing first/last means DefaultPageSize, more than

@@ -10,7 +10,6 @@ import (
 
 	"entgo.io/contrib/entgql"
 	"github.com/surgekit/surge/ent"
-	"github.com/surgekit/surge/ent/seckillorder"
 	"github.com/surgekit/surge/graph/model"
 	"github.com/surgekit/surge/internal/auth"
 	"github.com/surgekit/surge/internal/catalog"
@@ -82,7 +81,12 @@ func (r *mutationResolver) CreateVoucher(ctx context.Context, input model.Create
 	if input.Status != nil {
 		in.Status = *input.Status
 	}
-	return r.Catalog.CreateVoucher(ctx, in)
+	v, err := r.Catalog.CreateVoucher(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	r.warmNew(ctx, v)
+	return v, nil
 }
 
 // Shop is the resolver for the shop field.
@@ -128,9 +132,7 @@ func (r *queryResolver) MyOrders(ctx context.Context, first *int, after *entgql.
 	if err != nil {
 		return nil, err
 	}
-	newestFirst := &ent.SeckillOrderOrder{Direction: entgql.OrderDirectionDesc, Field: ent.SeckillOrderOrderFieldCreatedAt}
-	return r.DB.SeckillOrder.Query().Where(seckillorder.UserID(s.UserID)).
-		Paginate(ctx, after, first, nil, nil, ent.WithSeckillOrderOrder(newestFirst))
+	return r.ordersOf(ctx, s.UserID, *first, after)
 }
 
 // Mutation returns MutationResolver implementation.

@@ -1,9 +1,11 @@
 package seckill
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -17,8 +19,11 @@ import (
 // order still queued in a stream comes back as an unsaved entity with status QUEUED, its
 // voucher and user edges loaded.
 func (s *Service) Order(ctx context.Context, userID int, orderID int64) (*ent.SeckillOrder, error) {
-	o, err := s.db.SeckillOrder.Query().
-		Where(seckillorder.ID(int(orderID)), seckillorder.UserID(userID)).Only(ctx)
+	saved := func() (*ent.SeckillOrder, error) {
+		return s.db.SeckillOrder.Query().
+			Where(seckillorder.ID(int(orderID)), seckillorder.UserID(userID)).Only(ctx)
+	}
+	o, err := saved()
 	if err == nil || !ent.IsNotFound(err) {
 		return o, err
 	}
@@ -31,7 +36,12 @@ func (s *Service) Order(ctx context.Context, userID int, orderID int64) (*ent.Se
 			return q, nil
 		}
 	}
-	return nil, nil
+	// The consumer may have written it between the two reads (it then left the queue).
+	o, err = saved()
+	if ent.IsNotFound(err) {
+		return nil, nil
+	}
+	return o, err
 }
 
 // QueuedOrders lists a user's orders admitted in Redis and not yet in the database, as
@@ -120,6 +130,13 @@ func (s *Service) QueuedOrders(ctx context.Context, userID int) ([]*ent.SeckillO
 		o.Edges.User, o.Edges.Voucher = user, vo
 		out = append(out, o)
 	}
+	// The registry lists vouchers by the end of their sale, not the orders by age.
+	slices.SortFunc(out, func(a, b *ent.SeckillOrder) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
 	return out, nil
 }
 

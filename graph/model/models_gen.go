@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/surgekit/surge/ent"
+	"github.com/surgekit/surge/ent/seckillorder"
 	"github.com/surgekit/surge/ent/voucher"
 )
 
@@ -33,6 +34,15 @@ type LoginPayload struct {
 	// Seconds of inactivity after which the token expires; every authenticated request renews it.
 	ExpiresIn int       `json:"expiresIn"`
 	User      *ent.User `json:"user"`
+}
+
+// A successful grab.
+type SeckillPayload struct {
+	OrderID int `json:"orderId"`
+	// QUEUED (to be written to the database) or CREATED.
+	Status seckillorder.Status `json:"status"`
+	// The order itself; null only if it is no longer visible to the caller.
+	Order *ent.SeckillOrder `json:"order,omitempty"`
 }
 
 type SendLoginCodePayload struct {

@@ -89,7 +89,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	if err := a.startSeckill(ctx, registry); err != nil {
 		return nil, err
 	}
-	res := &gql.Resolver{DB: a.DB.Ent, Auth: a.Auth, Catalog: a.Catalog, Seckill: a.Seckill}
+	res := &gql.Resolver{DB: a.DB.Ent, Auth: a.Auth, Catalog: a.Catalog, Seckill: a.Seckill, Log: a.Log}
 	a.Handler = server.New(res, server.Options{
 		Introspection: cfg.Introspection,
 		Suggestions:   cfg.Dev(),

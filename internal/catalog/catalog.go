@@ -213,6 +213,112 @@ func (s *Service) CreateVoucher(ctx context.Context, in VoucherInput) (*ent.Vouc
 	return v, FromEnt(err)
 }
 
+// VoucherUpdate is what updateVoucher accepts: nil fields stay as they are. Money is in cents.
+// The kind of a voucher never changes.
+type VoucherUpdate struct {
+	Title       *string
+	Subtitle    *string
+	Rules       *string
+	PayValue    *int64
+	ActualValue *int64
+	Status      *voucher.Status
+	Stock       *int
+	BeginAt     *time.Time
+	EndAt       *time.Time
+}
+
+// Validate checks the update against the voucher it changes, with the rules of VoucherInput
+// applied to the result: a NORMAL voucher takes no stock or window; a SECKILL one keeps a
+// stock in 0..MaxStock and beginAt before endAt. It trims the title.
+func (u *VoucherUpdate) Validate(cur *ent.Voucher) error {
+	if u.Title != nil {
+		title := strings.TrimSpace(*u.Title)
+		if title == "" {
+			return apperr.Invalid("title", "title must not be empty")
+		}
+		u.Title = &title
+	}
+	switch {
+	case u.PayValue != nil && *u.PayValue < 0:
+		return apperr.Invalid("payValue", "payValue must be >= 0 (cents)")
+	case u.ActualValue != nil && *u.ActualValue < 0:
+		return apperr.Invalid("actualValue", "actualValue must be >= 0 (cents)")
+	}
+	if u.Status != nil {
+		if err := voucher.StatusValidator(*u.Status); err != nil {
+			return apperr.Invalid("status", "invalid status %q", *u.Status)
+		}
+	}
+	if cur.Kind != voucher.KindSECKILL {
+		var field string
+		switch {
+		case u.Stock != nil:
+			field = "stock"
+		case u.BeginAt != nil:
+			field = "beginAt"
+		case u.EndAt != nil:
+			field = "endAt"
+		default:
+			return nil
+		}
+		return apperr.Invalid(field, "a NORMAL voucher takes no stock, beginAt or endAt")
+	}
+	switch {
+	case u.Stock != nil && *u.Stock < 0:
+		return apperr.Invalid("stock", "stock must be >= 0, got %d", *u.Stock)
+	case u.Stock != nil && *u.Stock > MaxStock:
+		return apperr.Invalid("stock", "stock must be <= %d", MaxStock)
+	}
+	begin, end := cur.BeginAt, cur.EndAt
+	if u.BeginAt != nil {
+		begin = u.BeginAt
+	}
+	if u.EndAt != nil {
+		end = u.EndAt
+	}
+	field := "endAt"
+	if u.EndAt == nil {
+		field = "beginAt"
+	}
+	switch {
+	case begin == nil || end == nil:
+		return apperr.Invalid(field, "a SECKILL voucher needs beginAt and endAt")
+	case !begin.Before(*end):
+		if field == "beginAt" {
+			return apperr.Invalid(field, "beginAt must be before endAt (%s)", end.UTC().Format(time.RFC3339))
+		}
+		return apperr.Invalid(field, "endAt must be after beginAt (%s)", begin.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// UpdateVoucher validates and applies a partial update of a voucher; an unknown voucher is
+// NOT_FOUND, invalid input BAD_USER_INPUT with nothing written. A seckill voucher's sale state
+// in Redis is not touched here: run the update under seckill's Service.Guard, which holds the
+// voucher's lock across the write and brings Redis in line after it.
+func (s *Service) UpdateVoucher(ctx context.Context, id int, in VoucherUpdate) (*ent.Voucher, error) {
+	cur, err := s.db.Voucher.Get(ctx, id)
+	if ent.IsNotFound(err) {
+		return nil, apperr.New(apperr.NotFound, "voucher %d not found", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := in.Validate(cur); err != nil {
+		return nil, err
+	}
+	v, err := s.db.Voucher.UpdateOneID(id).
+		SetNillableTitle(in.Title).SetNillableSubtitle(in.Subtitle).SetNillableRules(in.Rules).
+		SetNillablePayValue(in.PayValue).SetNillableActualValue(in.ActualValue).
+		SetNillableStatus(in.Status).
+		SetNillableStock(in.Stock).SetNillableBeginAt(in.BeginAt).SetNillableEndAt(in.EndAt).
+		Save(ctx)
+	if ent.IsNotFound(err) {
+		return nil, apperr.New(apperr.NotFound, "voucher %d not found", id)
+	}
+	return v, FromEnt(err)
+}
+
 // FromEnt turns ent's validation and constraint errors into client errors that do not leak
 // SQL; other errors pass through unchanged.
 func FromEnt(err error) error {

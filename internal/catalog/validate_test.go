@@ -1,9 +1,11 @@
 package catalog
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/voucher"
 	"github.com/surgekit/surge/internal/apperr"
 )
@@ -49,5 +51,71 @@ func TestVoucherInputValidate(t *testing.T) {
 		if err := in.Validate(); apperr.CodeOf(err) != apperr.BadUserInput {
 			t.Errorf("%s: err = %v, want BAD_USER_INPUT", name, err)
 		}
+	}
+}
+
+func TestVoucherUpdateValidate(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Second)
+	later, earlier := now.Add(time.Hour), now.Add(-time.Hour)
+	stock := 5
+	seckill := &ent.Voucher{Kind: voucher.KindSECKILL, Stock: &stock, BeginAt: &now, EndAt: &later}
+	normal := &ent.Voucher{Kind: voucher.KindNORMAL}
+	n := func(v int) *int { return &v }
+	m := func(v int64) *int64 { return &v }
+	s := func(v string) *string { return &v }
+	ts := func(v time.Time) *time.Time { return &v }
+	inactive := voucher.StatusINACTIVE
+	bogus := voucher.Status("BOGUS")
+
+	good := []struct {
+		name string
+		cur  *ent.Voucher
+		in   VoucherUpdate
+	}{
+		{"empty", seckill, VoucherUpdate{}},
+		{"empty normal", normal, VoucherUpdate{}},
+		{"stock 0", seckill, VoucherUpdate{Stock: n(0)}},
+		{"stock max", seckill, VoucherUpdate{Stock: n(MaxStock)}},
+		{"end later", seckill, VoucherUpdate{EndAt: ts(later.Add(time.Hour))}},
+		{"begin earlier", seckill, VoucherUpdate{BeginAt: ts(earlier)}},
+		{"both moved past the old end", seckill, VoucherUpdate{BeginAt: ts(later.Add(time.Hour)), EndAt: ts(later.Add(2 * time.Hour))}},
+		{"normal fields", normal, VoucherUpdate{Title: s("t"), Subtitle: s(""), Rules: s("r"), PayValue: m(0), ActualValue: m(1), Status: &inactive}},
+	}
+	for _, c := range good {
+		if err := c.in.Validate(c.cur); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+
+	bad := []struct {
+		name, field string
+		cur         *ent.Voucher
+		in          VoucherUpdate
+	}{
+		{"blank title", "title", seckill, VoucherUpdate{Title: s("  ")}},
+		{"negative pay", "payValue", seckill, VoucherUpdate{PayValue: m(-1)}},
+		{"negative actual", "actualValue", normal, VoucherUpdate{ActualValue: m(-1)}},
+		{"bogus status", "status", seckill, VoucherUpdate{Status: &bogus}},
+		{"negative stock", "stock", seckill, VoucherUpdate{Stock: n(-1)}},
+		{"huge stock", "stock", seckill, VoucherUpdate{Stock: n(MaxStock + 1)}},
+		{"end before begin", "endAt", seckill, VoucherUpdate{EndAt: ts(earlier)}},
+		{"end equals begin", "endAt", seckill, VoucherUpdate{EndAt: ts(now)}},
+		{"begin after end", "beginAt", seckill, VoucherUpdate{BeginAt: ts(later.Add(time.Second))}},
+		{"both, reversed", "endAt", seckill, VoucherUpdate{BeginAt: ts(later), EndAt: ts(now)}},
+		{"normal with stock", "stock", normal, VoucherUpdate{Stock: n(1)}},
+		{"normal with begin", "beginAt", normal, VoucherUpdate{BeginAt: ts(now)}},
+		{"normal with end", "endAt", normal, VoucherUpdate{EndAt: ts(later)}},
+	}
+	for _, c := range bad {
+		err := c.in.Validate(c.cur)
+		var ae *apperr.Error
+		if !errors.As(err, &ae) || ae.Code != apperr.BadUserInput || ae.Field != c.field {
+			t.Errorf("%s: err = %#v, want BAD_USER_INPUT on %s", c.name, err, c.field)
+		}
+	}
+
+	in := VoucherUpdate{Title: s("  Flash  ")}
+	if err := in.Validate(seckill); err != nil || *in.Title != "Flash" {
+		t.Fatalf("title not trimmed: %q %v", *in.Title, err)
 	}
 }

@@ -68,7 +68,11 @@ func start(t *testing.T, tweak ...func(*app.Config)) *env {
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	c := &codes{}
+	return serve(t, cfg, &codes{}, admin)
+}
+
+func serve(t *testing.T, cfg app.Config, c *codes, admin string) *env {
+	t.Helper()
 	a, err := app.New(context.Background(), cfg, app.Options{
 		CodeSender: c,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -79,6 +83,17 @@ func start(t *testing.T, tweak ...func(*app.Config)) *env {
 	srv := httptest.NewServer(a.Handler)
 	t.Cleanup(func() { srv.Close(); a.Close() })
 	return &env{t: t, app: a, url: srv.URL, codes: c, admin: admin}
+}
+
+// another starts a second server of the same deployment: the same database, Redis and key
+// prefixes, so tokens work on both; tweak changes its configuration only.
+func (e *env) another(tweak ...func(*app.Config)) *env {
+	e.t.Helper()
+	cfg := e.app.Config
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	return serve(e.t, cfg, e.codes, e.admin)
 }
 
 type gqlError struct {

@@ -45,7 +45,9 @@ func classifyResolverErrors(log *slog.Logger) graphql.FieldMiddleware {
 	}
 }
 
-// presentError puts the typed code in extensions.code.
+// presentError puts the typed code in extensions.code, the offending input in
+// extensions.field and any further extensions of the typed error (which cannot override
+// those two) beside them.
 func presentError(ctx context.Context, err error) *gqlerror.Error {
 	gqlErr := graphql.DefaultErrorPresenter(ctx, err)
 	if gqlErr.Extensions == nil {
@@ -55,6 +57,9 @@ func presentError(ctx context.Context, err error) *gqlerror.Error {
 	switch {
 	case errors.As(err, &ae):
 		gqlErr.Message = ae.Message
+		for k, v := range ae.Extensions {
+			gqlErr.Extensions[k] = v
+		}
 		gqlErr.Extensions["code"] = string(ae.Code)
 		if ae.Field != "" {
 			gqlErr.Extensions["field"] = ae.Field
