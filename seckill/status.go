@@ -31,7 +31,14 @@ func (s *Service) Order(ctx context.Context, userID int, orderID int64) (*ent.Se
 			return q, nil
 		}
 	}
-	return nil, nil
+	// The consumer may have persisted the order (and removed it from its stream) between the
+	// first read and the stream's: look in the database once more before saying "no order".
+	o, err = s.db.SeckillOrder.Query().
+		Where(seckillorder.ID(int(orderID)), seckillorder.UserID(userID)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, nil
+	}
+	return o, err
 }
 
 // QueuedOrders lists a user's orders admitted in Redis and not yet in the database, as
