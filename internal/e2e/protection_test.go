@@ -133,7 +133,7 @@ func TestPrivateNodesStayPrivate(t *testing.T) {
 	}
 	v := e.app.DB.Ent.Voucher.Query().FirstX(ctx)
 	orderID := 1<<62 | 12345
-	e.app.DB.Ent.SeckillOrder.Create().SetID(orderID).SetUserID(aliceUser).SetVoucherID(v.ID).SaveX(ctx)
+	e.app.DB.Ent.SeckillOrder.Create().SetID(orderID).SetUserID(aliceUser).SetVoucherID(v.ID).SetSlot(true).SaveX(ctx)
 	oid := itoa(orderID)
 
 	node := `query($id: ID!) { node(id: $id) { id ... on User { phone } ... on SeckillOrder { status } } }`
@@ -162,8 +162,8 @@ func TestPrivateNodesStayPrivate(t *testing.T) {
 	if d := e.ok(bob, my, nil); get(d, "myOrders", "totalCount").(float64) != 0 {
 		t.Fatalf("bob sees orders: %v", d)
 	}
-	// The database enforces one order per user and voucher.
-	if _, err := e.app.DB.Ent.SeckillOrder.Create().SetID(orderID + 1).SetUserID(aliceUser).SetVoucherID(v.ID).Save(ctx); err == nil {
+	// The database enforces one live order (slot set; FAILED orders have none) per user and voucher.
+	if _, err := e.app.DB.Ent.SeckillOrder.Create().SetID(orderID + 1).SetUserID(aliceUser).SetVoucherID(v.ID).SetSlot(true).Save(ctx); err == nil {
 		t.Fatal("a second order for the same user and voucher was stored")
 	}
 }
