@@ -8,6 +8,7 @@ import (
 	"github.com/surgekit/surge/internal/apperr"
 	"github.com/surgekit/surge/internal/auth"
 	"github.com/surgekit/surge/internal/catalog"
+	"github.com/surgekit/surge/internal/live"
 	"github.com/surgekit/surge/seckill"
 )
 
@@ -18,6 +19,7 @@ type Resolver struct {
 	Auth    *auth.Service
 	Catalog *catalog.Service
 	Seckill *seckill.Service
+	Live    *live.Hub // subscriptions' shared pollers
 }
 
 // Page sizes for connections: a missing first/last means DefaultPageSize, more than
