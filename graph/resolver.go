@@ -9,6 +9,7 @@ import (
 	"github.com/surgekit/surge/internal/apperr"
 	"github.com/surgekit/surge/internal/auth"
 	"github.com/surgekit/surge/internal/catalog"
+	"github.com/surgekit/surge/internal/live"
 	"github.com/surgekit/surge/seckill"
 )
 
@@ -20,6 +21,7 @@ type Resolver struct {
 	Catalog *catalog.Service
 	Seckill *seckill.Service
 	Log     *slog.Logger // for failures that do not fail the operation (slog.Default if nil)
+	Live    *live.Hub // subscriptions' shared pollers
 }
 
 // Page sizes for connections: a missing first/last means DefaultPageSize, more than

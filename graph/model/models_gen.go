@@ -54,3 +54,6 @@ type SendLoginCodePayload struct {
 	// The code itself, in dev mode only; always null in production.
 	DevCode *string `json:"devCode,omitempty"`
 }
+
+type Subscription struct {
+}

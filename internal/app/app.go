@@ -21,6 +21,7 @@ import (
 	gql "github.com/surgekit/surge/graph"
 	"github.com/surgekit/surge/internal/auth"
 	"github.com/surgekit/surge/internal/catalog"
+	"github.com/surgekit/surge/internal/live"
 	"github.com/surgekit/surge/internal/playground"
 	"github.com/surgekit/surge/internal/server"
 	"github.com/surgekit/surge/internal/store"
@@ -35,6 +36,7 @@ type App struct {
 	Auth    *auth.Service
 	Catalog *catalog.Service
 	Seckill *seckill.Service
+	Live    *live.Hub // subscriptions' pollers
 	Handler http.Handler
 	Log     *slog.Logger
 	Seeded  bool
@@ -89,7 +91,15 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	if err := a.startSeckill(ctx, registry); err != nil {
 		return nil, err
 	}
-	res := &gql.Resolver{DB: a.DB.Ent, Auth: a.Auth, Catalog: a.Catalog, Seckill: a.Seckill, Log: a.Log}
+	throttle := cfg.StockThrottle
+	if throttle == 0 {
+		throttle = -1 // live.Options: negative is "no throttling", zero the default
+	}
+	a.Live = live.New(a.Seckill, a.DB.Ent, live.Options{
+		StockThrottle: throttle, Logger: a.Log, Registerer: registry, OnError: gql.SubscriptionFailed,
+	})
+	a.closers = append(a.closers, func() error { a.Live.Close(); return nil })
+	res := &gql.Resolver{DB: a.DB.Ent, Auth: a.Auth, Catalog: a.Catalog, Seckill: a.Seckill, Live: a.Live, Log: a.Log}
 	a.Handler = server.New(res, server.Options{
 		Introspection: cfg.Introspection,
 		Suggestions:   cfg.Dev(),

@@ -36,6 +36,9 @@ type Config struct {
 	// SeckillPrefix is SURGE_SECKILL_PREFIX, -seckill-prefix ("seckill"): namespace of the
 	// seckill keys and locks.
 	SeckillPrefix string
+	// StockThrottle is SURGE_STOCK_THROTTLE, -stock-throttle (200ms): the least time between
+	// two voucherStock subscription messages to one subscriber; 0 sends every change.
+	StockThrottle time.Duration
 	ShutdownGrace time.Duration
 }
 
@@ -90,12 +93,16 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	rate := fs.Float64("seckill-rate", envFloat(getenv, "SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
 	consumer := fs.String("seckill-consumer", env("SURGE_SECKILL_CONSUMER", ""), "run the order stream consumer in this process: true/false (SURGE_SECKILL_CONSUMER; default true)")
 	seckillPrefix := fs.String("seckill-prefix", env("SURGE_SECKILL_PREFIX", "seckill"), "prefix of seckill keys, to share one Redis between deployments (SURGE_SECKILL_PREFIX)")
+	stockThrottle := fs.Duration("stock-throttle", envDuration(getenv, "SURGE_STOCK_THROTTLE", 200*time.Millisecond), "least time between two voucherStock subscription messages to one subscriber; 0 sends every change (SURGE_STOCK_THROTTLE)")
 	return func() (Config, error) {
 		c := Config{
 			Addr: *addr, DataDir: *dataDir, RedisAddrs: splitList(*redisAddrs), RedisPassword: *redisPassword,
 			MySQLDSN: *dsn, Mode: *mode, AdminPhones: splitList(*admins),
 			MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, CachePrefix: *cachePrefix, ShutdownGrace: 15 * time.Second,
-			SeckillStrategy: *strategy, SeckillRate: *rate, SeckillPrefix: *seckillPrefix,
+			SeckillStrategy: *strategy, SeckillRate: *rate, SeckillPrefix: *seckillPrefix, StockThrottle: *stockThrottle,
+		}
+		if c.StockThrottle < 0 {
+			return Config{}, fmt.Errorf("stock-throttle must not be negative")
 		}
 		if c.SeckillStrategy != "lua" && c.SeckillStrategy != "sync" {
 			return Config{}, fmt.Errorf("invalid seckill strategy %q: want lua or sync", c.SeckillStrategy)
@@ -138,6 +145,15 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 func envInt(getenv func(string) string, k string, def int) int {
 	if n, err := strconv.Atoi(strings.TrimSpace(getenv(k))); err == nil {
 		return n
+	}
+	return def
+}
+
+// envDuration reads a duration ("200ms", "1s"); unset or unparsable gives def (and the flag
+// default shows it).
+func envDuration(getenv func(string) string, k string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(strings.TrimSpace(getenv(k))); err == nil {
+		return d
 	}
 	return def
 }

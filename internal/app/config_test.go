@@ -3,6 +3,7 @@ package app
 import (
 	"reflect"
 	"testing"
+	"time"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -17,6 +18,12 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 	if !reflect.DeepEqual(c.AdminPhones, []string{DevAdminPhone}) {
 		t.Fatalf("dev admin phones = %v", c.AdminPhones)
+	}
+	if c.StockThrottle != 200*time.Millisecond {
+		t.Fatalf("stock throttle = %v, want 200ms", c.StockThrottle)
+	}
+	if c, err := ParseConfig([]string{"-stock-throttle", "0"}, envOf(map[string]string{"SURGE_STOCK_THROTTLE": "1s"})); err != nil || c.StockThrottle != 0 {
+		t.Fatalf("-stock-throttle 0: %v %v", c.StockThrottle, err)
 	}
 
 	c, err = ParseConfig(nil, envOf(map[string]string{"SURGE_MYSQL_DSN": "u:p@tcp(h:3306)/d", "SURGE_REDIS_ADDRS": "a:1, b:2 ,c:3"}))
@@ -53,6 +60,7 @@ func TestParseConfigRejectsBadValues(t *testing.T) {
 		"stray arg":     {args: []string{"extra"}},
 		"unknown flag":  {args: []string{"-nope"}},
 		"bad introspec": {args: []string{"-introspection", "2"}},
+		"neg throttle":  {env: map[string]string{"SURGE_STOCK_THROTTLE": "-1s"}},
 	} {
 		if _, err := ParseConfig(tc.args, envOf(tc.env)); err == nil {
 			t.Errorf("%s: accepted", name)

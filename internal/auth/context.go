@@ -36,11 +36,32 @@ func WithSession(ctx context.Context, token string, s *Session) context.Context 
 
 // BearerToken extracts the token from an "Authorization: Bearer <token>" header.
 func BearerToken(r *http.Request) string {
-	h := r.Header.Get("Authorization")
+	return ParseBearer(r.Header.Get("Authorization"))
+}
+
+// ParseBearer extracts the token from an Authorization value "Bearer <token>" ("" if the value
+// has another form). WebSocket clients send that value in their connection_init payload.
+func ParseBearer(h string) string {
 	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
 		return strings.TrimSpace(h[7:])
 	}
 	return ""
+}
+
+// WithToken resolves token (sliding its session) and returns ctx carrying the token and its
+// session: the session is nil when the token is unknown or expired, and ctx is returned as is
+// when token is "". An error means the session store failed. Every transport authenticates
+// through it: the HTTP middleware, and the WebSocket transport at connection_init and at each
+// operation.
+func (s *Service) WithToken(ctx context.Context, token string) (context.Context, error) {
+	if token == "" {
+		return ctx, nil
+	}
+	sess, err := s.Authenticate(ctx, token)
+	if err != nil {
+		return ctx, err
+	}
+	return WithSession(ctx, token, sess), nil
 }
 
 // Middleware resolves the bearer token (sliding its session) and stores the result in the
@@ -48,16 +69,11 @@ func BearerToken(r *http.Request) string {
 // answer UNAUTHENTICATED. A Redis failure answers 503 rather than silently logging users out.
 func (s *Service) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token := BearerToken(r)
-		if token == "" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		sess, err := s.Authenticate(r.Context(), token)
+		ctx, err := s.WithToken(r.Context(), BearerToken(r))
 		if err != nil {
 			http.Error(w, "session store unavailable", http.StatusServiceUnavailable)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(WithSession(r.Context(), token, sess)))
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

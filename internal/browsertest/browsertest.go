@@ -72,22 +72,64 @@ const (
 // temporary files go to a private TMPDIR that is removed too. The list of
 // requested URLs is returned on error too.
 func RunPlaygroundQuery(ctx context.Context, pageURL, query string) (result string, requested []string, err error) {
-	exe, err := Chromium()
+	p, err := OpenPlayground(ctx, pageURL, url.Values{"query": {query}})
+	if p == nil {
+		return "", nil, err
+	}
+	defer func() {
+		p.Close()
+		requested = p.Requested()
+	}()
 	if err != nil {
 		return "", nil, err
 	}
+	if err := p.Execute(); err != nil {
+		return "", nil, err
+	}
+	result, err = p.WaitDone()
+	if err != nil {
+		return "", nil, err
+	}
+	return result, nil, nil
+}
+
+// Page is the playground open in a headless Chromium (see [OpenPlayground]).
+// Its methods are bounded by the context given to OpenPlayground; Close it.
+type Page struct {
+	ctx    context.Context // the browser tab
+	done   context.Context // OpenPlayground's context, with its default deadline
+	close  func()
+	netlog *netLog
+	closed sync.Once
+}
+
+// OpenPlayground starts a headless Chromium with a fresh, temporary profile,
+// opens pageURL with params added to its query string (the playground reads
+// "query", "variables" and "headers"), and waits for GraphiQL to be ready,
+// with params' query (if any) in its editor and the schema fetch settled.
+//
+// Everything is bounded by ctx (by two minutes when ctx has no deadline).
+// Close removes the browser's profile and temporary files (see
+// [RunPlaygroundQuery]). On error the returned Page, if not nil, must still be
+// closed; its Requested list tells what the page loaded.
+func OpenPlayground(ctx context.Context, pageURL string, params url.Values) (*Page, error) {
+	exe, err := Chromium()
+	if err != nil {
+		return nil, err
+	}
 	target, err := url.Parse(pageURL)
 	if err != nil {
-		return "", nil, fmt.Errorf("browsertest: page URL: %w", err)
+		return nil, fmt.Errorf("browsertest: page URL: %w", err)
 	}
-	params := target.Query()
-	params.Set("query", query)
-	target.RawQuery = params.Encode()
+	q := target.Query()
+	for k, vs := range params {
+		q[k] = vs
+	}
+	target.RawQuery = q.Encode()
 
+	var cancelTimeout context.CancelFunc = func() {}
 	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, defaultTimeout)
-		defer cancel()
+		ctx, cancelTimeout = context.WithTimeout(ctx, defaultTimeout)
 	}
 
 	// Chromium's own temporary files (shared memory, since the default
@@ -96,9 +138,9 @@ func RunPlaygroundQuery(ctx context.Context, pageURL, query string) (result stri
 	// after the browser and all its children are gone.
 	tmp, err := browserTempDir()
 	if err != nil {
-		return "", nil, fmt.Errorf("browsertest: %w", err)
+		cancelTimeout()
+		return nil, fmt.Errorf("browsertest: %w", err)
 	}
-	defer os.RemoveAll(tmp)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
@@ -116,70 +158,142 @@ func RunPlaygroundQuery(ctx context.Context, pageURL, query string) (result stri
 		// passes it as --user-data-dir, and removes it after the browser exits.
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc() // kills Chromium if still running and waits for it
 	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser() // closes the browser gracefully; runs before cancelAlloc
-
-	netlog := newNetLog()
-	defer func() { requested = netlog.urls() }()
-	if err := chromedp.Listen(browserCtx, netlog.event); err != nil {
-		return "", nil, fmt.Errorf("browsertest: start chromium: %w", err)
+	p := &Page{
+		ctx:  browserCtx,
+		done: ctx,
+		close: func() {
+			cancelBrowser() // closes the browser gracefully
+			cancelAlloc()   // kills Chromium if still running and waits for it
+			cancelTimeout()
+			os.RemoveAll(tmp)
+		},
+		netlog: newNetLog(),
 	}
-
-	step := func(what string, err error) error {
-		if err == nil {
-			return nil
-		}
-		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-			err = fmt.Errorf("%w (%w)", err, ctxErr)
-		}
-		return fmt.Errorf("browsertest: %s: %w", what, err)
+	if err := chromedp.Listen(browserCtx, p.netlog.event); err != nil {
+		return p, fmt.Errorf("browsertest: start chromium: %w", err)
 	}
-	poll := func(js string) error {
-		_, err := chromedp.Run(browserCtx, chromedp.Poll[chromedp.Void](js,
-			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0)))
-		return err
-	}
-
 	if err := chromedp.Do(browserCtx, chromedp.Navigate(target.String())); err != nil {
-		return "", nil, step("open "+target.String(), err)
+		return p, p.step("open "+target.String(), err)
 	}
-	if err := poll(jsReady); err != nil {
-		return "", nil, step("wait for GraphiQL", err)
+	if err := p.poll(jsReady); err != nil {
+		return p, p.step("wait for GraphiQL", err)
 	}
 
 	// The URL parameter must have reached the query editor.
-	want := strings.TrimSpace(query)
-	waitCtx, cancelWait := context.WithTimeout(browserCtx, 5*time.Second)
-	_, err = chromedp.Run(waitCtx, chromedp.Poll[chromedp.Void](
-		fmt.Sprintf(`(%s) === %s`, jsQueryText, jsString(want)),
-		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0)))
-	cancelWait()
-	if err != nil {
-		got, _ := chromedp.Run(browserCtx, chromedp.Evaluate[string](jsQueryText))
-		return "", nil, step("query editor", fmt.Errorf("shows %q, want %q from the query parameter: %w", got, want, err))
+	if want := strings.TrimSpace(params.Get("query")); want != "" {
+		waitCtx, cancelWait := context.WithTimeout(browserCtx, 5*time.Second)
+		_, err = chromedp.Run(waitCtx, chromedp.Poll[chromedp.Void](
+			fmt.Sprintf(`(%s) === %s`, jsQueryText, jsString(want)),
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0)))
+		cancelWait()
+		if err != nil {
+			got, _ := chromedp.Run(browserCtx, chromedp.Evaluate[string](jsQueryText))
+			return p, p.step("query editor", fmt.Errorf("shows %q, want %q from the query parameter: %w", got, want, err))
+		}
 	}
 
 	// Let the schema fetch settle, so that its outcome cannot land in the
 	// response pane after the click.
-	if err := netlog.waitQuiet(ctx, networkQuiet, networkQuietMax); err != nil {
-		return "", nil, step("wait for the network to settle", err)
+	if err := p.netlog.waitQuiet(ctx, networkQuiet, networkQuietMax); err != nil {
+		return p, p.step("wait for the network to settle", err)
 	}
+	return p, nil
+}
 
-	if err := chromedp.Do(browserCtx,
+// Close closes the browser and removes its profile and temporary files.
+func (p *Page) Close() { p.closed.Do(p.close) }
+
+// Requested returns every URL the page requested so far, in order (see
+// [RunPlaygroundQuery]).
+func (p *Page) Requested() []string { return p.netlog.urls() }
+
+// WebSockets returns the URLs of the WebSockets the page opened, in order.
+func (p *Page) WebSockets() []string { return p.netlog.websockets() }
+
+// SetQuery replaces the text of the query editor.
+func (p *Page) SetQuery(query string) error {
+	_, err := chromedp.Run(p.ctx, chromedp.Evaluate[chromedp.Void](
+		`document.querySelector('.graphiql-query-editor .CodeMirror').CodeMirror.setValue(`+jsString(query)+`)`))
+	return p.step("set the query", err)
+}
+
+// Execute clears the response pane and clicks the execute button. For a
+// subscription, the pane then shows each event as it arrives (the latest one)
+// and the button stops the subscription until it ends.
+func (p *Page) Execute() error {
+	return p.step("click the execute button", chromedp.Do(p.ctx,
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('.result-window .CodeMirror').CodeMirror.setValue('')`),
 		chromedp.Click(chromedp.CSS(".graphiql-execute-button")),
-	); err != nil {
-		return "", nil, step("click the execute button", err)
+	))
+}
+
+// Running reports whether an operation runs (the execute button says "Stop").
+func (p *Page) Running() (bool, error) {
+	label, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](jsButtonLabel))
+	return !strings.HasPrefix(label, "Execute"), p.step("read the execute button", err)
+}
+
+// Stop clicks the button of a running operation (it stops a subscription) and
+// waits until the button offers to execute again.
+func (p *Page) Stop() error {
+	if err := chromedp.Do(p.ctx, chromedp.Click(chromedp.CSS(".graphiql-execute-button"))); err != nil {
+		return p.step("click the stop button", err)
 	}
-	if err := poll(jsDone); err != nil {
-		return "", nil, step("wait for the response", err)
+	return p.step("wait for the operation to stop", p.poll(`(`+jsButtonLabel+`).startsWith('Execute')`))
+}
+
+// Result returns the text of the response pane.
+func (p *Page) Result() (string, error) {
+	text, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](jsResultText))
+	return text, p.step("read the response", err)
+}
+
+// WaitDone waits until the response pane shows a response and the operation
+// is over (a subscription: completed), and returns the pane's text.
+func (p *Page) WaitDone() (string, error) {
+	if err := p.poll(jsDone); err != nil {
+		return "", p.step("wait for the response", err)
 	}
-	result, err = chromedp.Run(browserCtx, chromedp.Evaluate[string](jsResultText))
-	if err != nil {
-		return "", nil, step("read the response", err)
+	return p.Result()
+}
+
+// WaitResult waits until the text of the response pane satisfies ok, and
+// returns it. The pane is read every 50 ms: a subscription's events that come
+// and go faster may be missed.
+func (p *Page) WaitResult(ok func(result string) bool) (string, error) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		text, err := p.Result()
+		if err != nil {
+			return "", err
+		}
+		if ok(text) {
+			return text, nil
+		}
+		select {
+		case <-p.done.Done():
+			return text, p.step("wait for the response", fmt.Errorf("the pane shows %q: %w", text, p.done.Err()))
+		case <-tick.C:
+		}
 	}
-	return result, nil, nil
+}
+
+func (p *Page) poll(js string) error {
+	_, err := chromedp.Run(p.ctx, chromedp.Poll[chromedp.Void](js,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0)))
+	return err
+}
+
+func (p *Page) step(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctxErr := p.done.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		err = fmt.Errorf("%w (%w)", err, ctxErr)
+	}
+	return fmt.Errorf("browsertest: %s: %w", what, err)
 }
 
 // maxTempDirLen keeps Chromium's singleton socket path,
@@ -207,10 +321,10 @@ const (
 	jsReady      = `!!(document.querySelector('.graphiql-query-editor .CodeMirror')?.CodeMirror &&
 		document.querySelector('.result-window .CodeMirror')?.CodeMirror &&
 		document.querySelector('.graphiql-execute-button'))`
+	jsButtonLabel = `document.querySelector('.graphiql-execute-button')?.getAttribute('aria-label') ?? ''`
 	// Done: a response is shown and the button is back to "Execute" (it says
 	// "Stop" while the request runs).
-	jsDone = `(` + jsResultText + `).trim() !== '' &&
-		(document.querySelector('.graphiql-execute-button')?.getAttribute('aria-label') ?? '').startsWith('Execute')`
+	jsDone = `(` + jsResultText + `).trim() !== '' && (` + jsButtonLabel + `).startsWith('Execute')`
 )
 
 // jsString quotes s as a JavaScript string literal.
@@ -232,10 +346,12 @@ func jsString(s string) string {
 	return b.String()
 }
 
-// netLog records the URLs the page requests and which requests are in flight.
+// netLog records the URLs the page requests, which requests are in flight,
+// and the WebSockets the page opens.
 type netLog struct {
 	mu       sync.Mutex
 	all      []string
+	ws       []string
 	inflight map[network.RequestID]bool
 	last     time.Time
 }
@@ -264,6 +380,8 @@ func (n *netLog) event(ev any) {
 	case *network.EventLoadingFailed:
 		delete(n.inflight, ev.RequestID)
 		n.last = time.Now()
+	case *network.EventWebSocketCreated:
+		n.ws = append(n.ws, ev.URL)
 	}
 }
 
@@ -271,6 +389,12 @@ func (n *netLog) urls() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return append([]string(nil), n.all...)
+}
+
+func (n *netLog) websockets() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.ws...)
 }
 
 // waitQuiet waits until no request has been in flight for quiet, giving up

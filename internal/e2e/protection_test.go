@@ -162,7 +162,7 @@ func TestPrivateNodesStayPrivate(t *testing.T) {
 	if d := e.ok(bob, my, nil); get(d, "myOrders", "totalCount").(float64) != 0 {
 		t.Fatalf("bob sees orders: %v", d)
 	}
-	// The database enforces one live order (slot set) per user and voucher.
+	// The database enforces one live order (slot set; FAILED orders have none) per user and voucher.
 	if _, err := e.app.DB.Ent.SeckillOrder.Create().SetID(orderID + 1).SetUserID(aliceUser).SetVoucherID(v.ID).SetSlot(true).Save(ctx); err == nil {
 		t.Fatal("a second order for the same user and voucher was stored")
 	}

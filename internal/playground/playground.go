@@ -9,13 +9,19 @@
 //
 // The page prefills its editors from the URL parameters "query", "variables"
 // and "headers", shows the request headers editor (for
-// {"Authorization": "Bearer <token>"}), and posts queries as JSON to the
-// endpoint given to [Handler]. Subscriptions are not supported.
+// {"Authorization": "Bearer <token>"}), and posts queries and mutations as
+// JSON to the endpoint given to [Handler]. Subscriptions run over a WebSocket
+// to the same endpoint (ws:// for an http:// endpoint, wss:// for https://)
+// with the bundled graphql-ws client (protocol graphql-transport-ws), through
+// GraphiQL's createGraphiQLFetcher: the headers editor's contents become the
+// connection_init payload, so {"Authorization": "Bearer <token>"} authenticates
+// the connection. The result pane shows the latest event; the run button
+// stops the subscription.
 //
 // # Regenerating dist
 //
 // The embedded files in dist/ are built from the npm project in web/ (GraphiQL
-// 3, React 18, bundled with esbuild) and committed. After changing web/ or
+// 3, React 18, graphql-ws 6, bundled with esbuild) and committed. After changing web/ or
 // bumping a version in web/package.json, rebuild and commit dist/:
 //
 //	cd internal/playground/web && npm ci && npm run build
@@ -115,11 +121,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // contentSecurityPolicy allows the page to load only its own assets and to
-// talk only to its own origin and to the endpoint's origin.
+// talk only to its own origin and to the endpoint's origin, over HTTP and
+// WebSocket ('self' covers ws:// and wss:// of the page's own host).
 func contentSecurityPolicy(endpoint string) string {
 	connect := "'self'"
 	if u, err := url.Parse(endpoint); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
-		connect += " " + u.Scheme + "://" + u.Host
+		ws := "ws"
+		if u.Scheme == "https" {
+			ws = "wss"
+		}
+		connect += " " + u.Scheme + "://" + u.Host + " " + ws + "://" + u.Host
 	}
 	return strings.Join([]string{
 		"default-src 'none'",

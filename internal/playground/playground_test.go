@@ -115,7 +115,7 @@ func TestPageEndpointEscaping(t *testing.T) {
 	}
 
 	abs := get(t, playground.Handler("https://api.example.com/graphql"), http.MethodGet, "/", nil)
-	if csp := abs.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "connect-src 'self' https://api.example.com") {
+	if csp := abs.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "connect-src 'self' https://api.example.com wss://api.example.com;") {
 		t.Errorf("absolute endpoint: Content-Security-Policy %q", csp)
 	}
 	if got := pageConfig(t, get(t, playground.Handler(""), http.MethodGet, "/", nil).Body.String())["endpoint"]; got != playground.DefaultEndpoint {

@@ -19,7 +19,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "surge_graphql_operations_total", Help: "GraphQL operations by type and outcome (operation names are client-chosen, so not a label).",
+			Name: "surge_graphql_operations_total", Help: "GraphQL responses by operation type and outcome (one per operation; one per event for subscriptions; operation names are client-chosen, so not a label).",
 		}, []string{"type", "outcome"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "surge_graphql_errors_total", Help: "GraphQL errors by extensions.code.",
@@ -55,6 +55,9 @@ func (m *metrics) aroundResponses(ctx context.Context, next graphql.ResponseHand
 		}
 	}
 	m.ops.WithLabelValues(typ, outcome).Inc()
-	m.duration.WithLabelValues(typ).Observe(time.Since(start).Seconds())
+	if typ != "subscription" {
+		// A subscription answers once per event; the time in between is waiting, not latency.
+		m.duration.WithLabelValues(typ).Observe(time.Since(start).Seconds())
+	}
 	return resp
 }

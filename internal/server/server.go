@@ -34,6 +34,11 @@ type Options struct {
 	Registry      *prometheus.Registry // metrics registry (a fresh one if nil)
 	// Health checks each dependency; /healthz answers 200 only when all return nil.
 	Health map[string]func(context.Context) error
+	// WebsocketOrigins lists the origins, besides the endpoint's own, from which browsers may
+	// open a WebSocket (host patterns of github.com/coder/websocket's
+	// AcceptOptions.OriginPatterns, e.g. "app.example.com" or "*.example.com"). MaxBodyBytes
+	// also bounds WebSocket messages.
+	WebsocketOrigins []string
 }
 
 func (o *Options) setDefaults() {
@@ -68,12 +73,14 @@ func New(res *gql.Resolver, opts Options) http.Handler {
 }
 
 // GraphQL returns the /query handler: methods and body size checked first, then the bearer
-// token resolved, then gqlgen.
+// token resolved, then gqlgen, which serves GET, POST and WebSocket (subscriptions) with the
+// same limits.
 func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	opts.setDefaults()
 	cfg := gql.Config{Resolvers: res}
 	setComplexity(&cfg.Complexity)
 	srv := handler.New(gql.NewExecutableSchema(cfg))
+	srv.AddTransport(websocketTransport(res.Auth, opts))
 	// application/graphql-response+json unless the client asks for application/json: with it,
 	// request errors get 4xx status codes as the GraphQL-over-HTTP spec describes.
 	srv.AddTransport(transport.GET{UseGrapQLResponseJsonByDefault: true})
@@ -85,6 +92,8 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	}
 	srv.Use(depthLimit{Max: opts.MaxDepth})
 	srv.Use(extension.FixedComplexityLimit(opts.MaxComplexity))
+	srv.Use(subscriptionsOverWebsocket{})
+	srv.AroundOperations(websocketSessions(res.Auth, opts.Logger))
 	srv.AroundFields(classifyResolverErrors(opts.Logger))
 	srv.SetErrorPresenter(presentError)
 	srv.SetRecoverFunc(recoverPanic(opts.Logger))

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/coder/websocket"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/surgekit/surge/internal/auth"
+)
+
+// CodeNeedsWebsocket is the code of a subscription sent over plain HTTP (HTTP 400).
+const CodeNeedsWebsocket = "SUBSCRIPTION_NEEDS_WEBSOCKET"
+
+func init() {
+	errcode.RegisterErrorType(CodeNeedsWebsocket, errcode.KindProtocol)
+}
+
+// keepAlive is how often the WebSocket transport pings an idle connection: "ka" messages in
+// the legacy graphql-ws protocol, ping (expecting pong) in graphql-transport-ws, where a
+// client that answers no ping for two intervals is disconnected.
+const keepAlive = 15 * time.Second
+
+// overWebsocket marks the context of operations that arrived over a WebSocket.
+type overWebsocket struct{}
+
+// websocketTransport serves subscriptions (and, as the protocol allows, queries and
+// mutations) over a WebSocket at the GraphQL endpoint, in graphql-transport-ws or the legacy
+// graphql-ws protocol. Browsers may connect from the endpoint's own origin only, or from
+// opts.WebsocketOrigins.
+func websocketTransport(a *auth.Service, opts *Options) transport.Websocket {
+	readLimit := opts.MaxBodyBytes
+	return transport.Websocket{
+		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
+			OriginPatterns: opts.WebsocketOrigins,
+		}},
+		InitFunc:              websocketInit(a, opts.Logger),
+		InitTimeout:           10 * time.Second,
+		KeepAlivePingInterval: keepAlive,
+		PingPongInterval:      keepAlive,
+		PayloadReadLimit:      &readLimit,
+	}
+}
+
+// websocketInit authenticates a connection: {"Authorization": "Bearer <token>"} in the
+// connection_init payload, else the Authorization header of the upgrade request (resolved by
+// auth.Middleware before the upgrade). A missing or unknown token makes the connection
+// anonymous, as over HTTP; fields that need a login answer UNAUTHENTICATED. A session store
+// failure refuses the connection.
+func websocketInit(a *auth.Service, log *slog.Logger) transport.WebsocketInitFunc {
+	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+		ctx = context.WithValue(ctx, overWebsocket{}, true)
+		if h := payload.Authorization(); h != "" {
+			// The payload's credentials replace the upgrade request's.
+			var err error
+			if ctx, err = a.WithToken(auth.WithSession(ctx, "", nil), auth.ParseBearer(h)); err != nil {
+				log.ErrorContext(ctx, "websocket init: session store failed", "err", err)
+				return ctx, nil, errors.New("session store unavailable")
+			}
+		}
+		return ctx, nil, nil
+	}
+}
+
+// websocketSessions re-resolves the connection's token at each operation over a WebSocket, so
+// that a session ended (logout, expiry) since connection_init no longer counts and an active
+// connection keeps its session alive, as every HTTP request does.
+func websocketSessions(a *auth.Service, log *slog.Logger) graphql.OperationMiddleware {
+	return func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+		token := auth.TokenFromContext(ctx)
+		if ctx.Value(overWebsocket{}) == nil || token == "" {
+			return next(ctx)
+		}
+		ctx, err := a.WithToken(ctx, token)
+		if err != nil {
+			log.ErrorContext(ctx, "websocket operation: session store failed", "err", err)
+			return graphql.OneShot(graphql.ErrorResponse(ctx, "session store unavailable"))
+		}
+		return next(ctx)
+	}
+}
+
+// subscriptionsOverWebsocket refuses subscriptions sent over plain HTTP, which would answer
+// only the first value.
+type subscriptionsOverWebsocket struct{}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationContextMutator
+} = subscriptionsOverWebsocket{}
+
+func (subscriptionsOverWebsocket) ExtensionName() string                          { return "SubscriptionsOverWebsocket" }
+func (subscriptionsOverWebsocket) Validate(schema graphql.ExecutableSchema) error { return nil }
+
+func (subscriptionsOverWebsocket) MutateOperationContext(ctx context.Context, op *graphql.OperationContext) *gqlerror.Error {
+	if op.Operation == nil || op.Operation.Operation != ast.Subscription || ctx.Value(overWebsocket{}) != nil {
+		return nil
+	}
+	err := gqlerror.Errorf("subscriptions need a WebSocket connection (graphql-transport-ws) to this endpoint")
+	errcode.Set(err, CodeNeedsWebsocket)
+	return err
+}
