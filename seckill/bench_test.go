@@ -16,7 +16,7 @@ func BenchmarkGrab(b *testing.B) {
 	for _, c := range []struct {
 		name      string
 		pipelines int
-	}{{"pipelined", 0}, {"one-call-per-grab", -1}} {
+	}{{"pipelines=1", 1}, {"pipelines=2", 2}, {"pipelines=4", 4}, {"pipelines=8", 8}, {"one-call-per-grab", -1}} {
 		b.Run(c.name, func(b *testing.B) {
 			e := newEnv(b, testenv.Redis(b))
 			s := e.service(seckill.Options{Pipelines: c.pipelines})

@@ -69,6 +69,8 @@ func TestScriptAtomicity(t *testing.T) {
 			{"stream is a list", func(k seckill.Keys) { rdb.Del(ctx, k.Orders); rdb.RPush(ctx, k.Orders, "x") }},
 			{"buyers is a list", func(k seckill.Keys) { rdb.Del(ctx, k.Buyers); rdb.RPush(ctx, k.Buyers, "x") }},
 			{"stock is not a number", func(k seckill.Keys) { rdb.Set(ctx, k.Stock, "many", 0) }},
+			{"stock is not an integer", func(k seckill.Keys) { rdb.Set(ctx, k.Stock, "4.5", 0) }},
+			{"stream is a hash", func(k seckill.Keys) { rdb.Del(ctx, k.Orders); rdb.HSet(ctx, k.Orders, "x", "y") }},
 			{"meta is a string", func(k seckill.Keys) { rdb.Del(ctx, k.Meta); rdb.Set(ctx, k.Meta, "x", 0) }},
 		} {
 			t.Run(c.name, func(t *testing.T) {
