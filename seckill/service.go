@@ -45,7 +45,7 @@ type Options struct {
 	Dialect   string
 	RateLimit RateLimit
 	// Pipelines is how many pipelines of admission calls may be in flight at once: concurrent
-	// grabs are sent together, one round trip per batch. < 0 sends each grab on its own. (4)
+	// grabs are sent together, one round trip per batch. < 0 sends each grab on its own. (2)
 	Pipelines int
 	// Clock gives the time grabs are judged at (the sale window). (time.Now)
 	Clock  func() time.Time
@@ -90,7 +90,7 @@ func (o *Options) setDefaults() {
 		o.Logger = slog.Default()
 	}
 	if o.Pipelines == 0 {
-		o.Pipelines = 4
+		o.Pipelines = 2
 	}
 	if o.Group == "" {
 		o.Group = "orders"
