@@ -21,8 +21,8 @@ import (
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/voucher"
 	"github.com/surgekit/surge/idgen"
+	"github.com/surgekit/surge/internal/autopipe"
 	"github.com/surgekit/surge/lock"
-	"github.com/surgekit/surge/lua"
 )
 
 // Strategy selects how a grab is decided.
@@ -129,7 +129,7 @@ type Service struct {
 	limit *limiter
 	log   *slog.Logger
 	m     *metrics
-	batch *batcher // nil: one call per grab
+	pipe  *autopipe.Pipeliner // nil: one call per grab
 
 	warms    singleflight.Group
 	infoMu   sync.Mutex
@@ -188,7 +188,7 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 		info:  map[int]voucherInfo{},
 	}
 	if o.Pipelines > 0 && o.Strategy == StrategyLua {
-		s.batch = newBatcher(rdb, lua.SeckillGrab, o.Pipelines, 256)
+		s.pipe = autopipe.New(rdb, o.Pipelines, 256)
 	}
 	return s, nil
 }
@@ -202,8 +202,8 @@ func (s *Service) Close() error {
 	s.closed = true
 	s.closedMu.Unlock()
 	s.bg.Wait()
-	if s.batch != nil {
-		s.batch.close()
+	if s.pipe != nil {
+		s.pipe.Close()
 	}
 	return errors.Join(s.ids.Close(), s.locks.Close())
 }
@@ -283,12 +283,7 @@ func (s *Service) grabLua(ctx context.Context, userID, voucherID int) (Admission
 	}
 	k := s.keys(voucherID)
 	keys := []string{k.Meta, k.Stock, k.Buyers, k.Orders}
-	var res []any
-	if s.batch != nil {
-		res, err = s.batch.do(ctx, keys, userID, orderID, s.opts.Clock().UnixMilli())
-	} else {
-		res, err = lua.SeckillGrab.Run(ctx, s.rdb, keys, userID, orderID, s.opts.Clock().UnixMilli()).Slice()
-	}
+	res, err := s.admit(ctx, keys, userID, orderID, s.opts.Clock().UnixMilli())
 	if err != nil {
 		return Admission{}, fmt.Errorf("seckill: admission script: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	gql "github.com/surgekit/surge/graph"
 	"github.com/surgekit/surge/internal/auth"
+	"github.com/surgekit/surge/internal/autopipe"
 	"github.com/surgekit/surge/internal/catalog"
 	"github.com/surgekit/surge/internal/live"
 	"github.com/surgekit/surge/internal/playground"
@@ -79,7 +80,9 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	if sender == nil {
 		sender = auth.LogSender{Logger: a.Log}
 	}
-	a.Auth = auth.New(a.Redis, a.DB.Ent, auth.Options{AdminPhones: cfg.AdminPhones, DevMode: cfg.Dev(), Sender: sender})
+	sessions := autopipe.New(a.Redis, 2, 256)
+	a.closers = append(a.closers, func() error { sessions.Close(); return nil })
+	a.Auth = auth.New(a.Redis, a.DB.Ent, auth.Options{Pipe: sessions, AdminPhones: cfg.AdminPhones, DevMode: cfg.Dev(), Sender: sender})
 	registry := prometheus.NewRegistry()
 	a.Catalog, err = catalog.New(ctx, a.DB.Ent, a.Redis, catalog.CacheOptions{
 		Prefix: cfg.CachePrefix, Metrics: cache.NewMetrics(registry), Logger: a.Log,

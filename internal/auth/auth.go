@@ -31,6 +31,7 @@ import (
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/schema"
 	"github.com/surgekit/surge/ent/user"
+	"github.com/surgekit/surge/internal/autopipe"
 	"github.com/surgekit/surge/internal/apperr"
 	"github.com/surgekit/surge/lua"
 )
@@ -63,6 +64,9 @@ type Options struct {
 	AdminPhones  []string      // phones that get role ADMIN at login
 	DevMode      bool          // expose codes in SendCode's result (never in production)
 	Sender       CodeSender    // LogSender by default
+	// Pipe, when set, sends the session lookups of concurrent requests in shared pipelines
+	// (one round trip for many requests under load). nil: one round trip per request.
+	Pipe *autopipe.Pipeliner
 }
 
 func (o *Options) setDefaults() {
@@ -255,11 +259,18 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Session, err
 	}
 	key := SessionKey(token)
 	var get *redis.MapStringStringCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	var err error
+	add := func(p redis.Pipeliner) {
 		get = p.HGetAll(ctx, key)
 		p.PExpire(ctx, key, s.opts.SessionTTL)
-		return nil
-	})
+	}
+	if s.opts.Pipe != nil {
+		if err = s.opts.Pipe.Do(ctx, add); err == nil {
+			err = get.Err()
+		}
+	} else {
+		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { add(p); return nil })
+	}
 	if err != nil {
 		return nil, fmt.Errorf("auth: loading session: %w", err)
 	}
