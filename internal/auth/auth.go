@@ -31,8 +31,8 @@ import (
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/schema"
 	"github.com/surgekit/surge/ent/user"
-	"github.com/surgekit/surge/internal/autopipe"
 	"github.com/surgekit/surge/internal/apperr"
+	"github.com/surgekit/surge/internal/autopipe"
 	"github.com/surgekit/surge/lua"
 )
 
