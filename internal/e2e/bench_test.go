@@ -1,0 +1,118 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/surgekit/surge/ent/voucher"
+	"github.com/surgekit/surge/internal/app"
+	"github.com/surgekit/surge/internal/catalog"
+	"github.com/surgekit/surge/internal/testenv"
+)
+
+// BenchmarkSeckillOverHTTP: the seckillVoucher mutation over real HTTP from 200 concurrent
+// clients (100 goroutines per CPU on 2 CPUs), each grab by a distinct logged-in user while
+// they last, on real Redis and MariaDB. Compare with the admission script under
+// redis-benchmark -c 50 (README, Benchmarks).
+func BenchmarkSeckillOverHTTP(b *testing.B) {
+	cfg, err := app.ParseConfig(nil, func(k string) string {
+		return map[string]string{
+			"SURGE_REDIS_ADDRS":    testenv.RedisAddr(),
+			"SURGE_MYSQL_DSN":      testenv.MySQL(b),
+			"SURGE_MODE":           "dev",
+			"SURGE_SEED":           "true",
+			"SURGE_SECKILL_RATE":   "-1",
+			"SURGE_CACHE_PREFIX":   "bench" + testenv.Phone(),
+			"SURGE_SECKILL_PREFIX": "seckill-bench" + testenv.Phone(),
+		}[k]
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := app.New(context.Background(), cfg, app.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	srv := httptest.NewServer(a.Handler)
+	defer srv.Close()
+	ctx := context.Background()
+	stock := 100_000_000
+	begin, end := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	v, err := a.Catalog.CreateVoucher(ctx, catalog.VoucherInput{ShopID: a.DB.Ent.Shop.Query().FirstIDX(ctx), Title: "bench",
+		PayValue: 1, ActualValue: 2, Kind: voucher.KindSECKILL, Stock: &stock, BeginAt: &begin, EndAt: &end})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := a.Seckill.Warm(ctx, v.ID); err != nil {
+		b.Fatal(err)
+	}
+	tokens := make([]string, min(b.N, 20_000))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	base := time.Now().UnixNano() % 100_000
+	for i := range tokens {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			phone := fmt.Sprintf("16%04d%05d", base%10_000, i)
+			sent, err := a.Auth.SendCode(ctx, phone)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if tokens[i], _, err = a.Auth.Login(ctx, phone, sent.DevCode); err != nil {
+				b.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 400, MaxConnsPerHost: 400}}
+	body := []byte(`{"query":"mutation($v: ID!) { seckillVoucher(voucherId: $v) { orderId status } }","variables":{"v":"` + strconv.Itoa(v.ID) + `"}}`)
+	var next atomic.Int64
+	b.SetParallelism(100)
+	if f := os.Getenv("BENCH_CPUPROFILE"); f != "" {
+		// The measured part only (go test -cpuprofile would include the logins).
+		out, err := os.Create(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer out.Close()
+		_ = pprof.StartCPUProfile(out)
+		defer pprof.StopCPUProfile()
+	}
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := int(next.Add(1)-1) % len(tokens)
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/query", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+tokens[i])
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || bytes.Contains(raw, []byte(`"errors"`)) && !bytes.Contains(raw, []byte("ALREADY_PURCHASED")) {
+				b.Errorf("%d %s", resp.StatusCode, raw)
+				return
+			}
+		}
+	})
+}
