@@ -128,7 +128,8 @@ func runDrain(ctx context.Context, args []string, out *output) error {
 		defer ccancel()
 		if vid > 0 {
 			k := seckill.KeysOf(cfg.SeckillPrefix, vid)
-			_ = unlink(cctx, a.Redis, k.Meta, k.Stock, k.Buyers, k.Orders, k.Dead)
+			lk := "lock:{" + cfg.SeckillPrefix + ":" + strconv.Itoa(vid) + "}"
+			_ = unlink(cctx, a.Redis, k.Meta, k.Stock, k.Buyers, k.Orders, k.Dead, lk, lk+":fence")
 			a.Redis.ZRem(cctx, cfg.SeckillPrefix+":vouchers", strconv.Itoa(vid))
 			_, _ = db.ExecContext(cctx, "DELETE FROM tb_voucher_order WHERE voucher_id = ?", vid)
 			_, _ = db.ExecContext(cctx, "DELETE FROM vouchers WHERE id = ?", vid)

@@ -195,7 +195,9 @@ func (t *inprocess) endSale(ctx context.Context, voucherID int, keep bool) error
 		return err
 	}
 	k := seckill.KeysOf(t.cfg.SeckillPrefix, voucherID)
-	return errors.Join(err, unlink(ctx, t.a.Redis, k.Meta, k.Stock, k.Buyers, k.Orders, k.Dead),
+	// The voucher's lock (package lock, name <prefix>:<id>) keeps a fencing counter forever.
+	lk := "lock:{" + t.cfg.SeckillPrefix + ":" + strconv.Itoa(voucherID) + "}"
+	return errors.Join(err, unlink(ctx, t.a.Redis, k.Meta, k.Stock, k.Buyers, k.Orders, k.Dead, lk, lk+":fence"),
 		t.a.Redis.ZRem(ctx, t.cfg.SeckillPrefix+":vouchers", strconv.Itoa(voucherID)).Err())
 }
 
