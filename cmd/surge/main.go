@@ -3,7 +3,7 @@
 //	surge [serve] [flags]   run the server (the default subcommand)
 //	surge reconcile [-fix] [-voucher id,...] [-json]
 //	                        compare the seckill state in Redis with MySQL, and repair it
-//	surge bench <scenario>  measure the cache, ids and locks against a real Redis (internal/bench)
+//	surge bench <scenario>  measure the cache, ids, locks and the flash sale (internal/bench)
 //
 // With no configuration it runs on the embedded default: in-process Redis and a SQLite file
 // in ./data, demo data seeded, dev mode. See README.md for every variable and flag.
@@ -73,7 +73,8 @@ func usage() {
   reconcile  compare each seckill voucher's state in Redis with MySQL; -fix rebuilds the
              vouchers that disagree. Exit 0 all OK or fixed, 1 problems left, 2 usage or
              connection error. Needs SURGE_REDIS_ADDRS and SURGE_MYSQL_DSN; "surge reconcile -h"
-  bench      measure the cache, ids and locks on a real Redis: "surge bench" lists the scenarios`)
+  bench      measure the cache, ids and locks on a real Redis, load-test the flash sale
+             (seckill, drain): "surge bench" lists the scenarios`)
 }
 
 func serve(args []string, log *slog.Logger) error {

@@ -303,6 +303,10 @@ func codeKey(phone string) string { return "login:code:{" + phone + "}" }
 func gapKey(phone string) string  { return "login:send:{" + phone + "}:gap" }
 func dayKey(phone string) string  { return "login:send:{" + phone + "}:day" }
 
+// PhoneKeys are the Redis keys the login flow keeps per phone (the code and the send limits),
+// for tools that clean up after simulated users (surge bench seckill).
+func PhoneKeys(phone string) []string { return []string{codeKey(phone), gapKey(phone), dayKey(phone)} }
+
 // SessionKey is the Redis key of token's session: a SHA-256 of the token, never the token.
 func SessionKey(token string) string {
 	sum := sha256.Sum256([]byte(token))

@@ -1,11 +1,17 @@
 // Package bench implements `surge bench <scenario>`: measurements of the cache, idgen and
-// lock packages against a real Redis (a single node, or a Cluster when several addresses are given).
+// lock packages against a real Redis (a single node, or a Cluster when several addresses are
+// given), and the flash-sale load tool.
 //
 //	cache-stampede     N real processes × M goroutines miss one cold key at once
 //	cache-penetration  ids that never existed, read through a Bloom-filtered cache
 //	cache-hit          warm-read latency: raw GET+unmarshal vs ours vs our L1
 //	idgen              ids/s of one process, plain and segment mode, next to redis-benchmark INCR
 //	lock               lock acquire/release rate and pub/sub wake-up latency, uncontended and contended
+//	seckill            the flash sale under load, in-process or over HTTP, invariants verified after
+//	drain              the order stream consumer into MySQL next to raw multi-value INSERTs
+//
+// seckill and drain take the server's configuration (app.ConfigFlags: SURGE_REDIS_ADDRS,
+// SURGE_MYSQL_DSN, SURGE_SECKILL_PREFIX, ... and the same flags) instead of -redis-addrs alone.
 //
 // Every scenario prints a short human summary and, as its last stdout line, one JSON object with
 // its figures. It works in keys of its own (a random run id in every key) and deletes them all
@@ -52,6 +58,8 @@ var scenarios = []scenario{
 	{name: "cache-hit", help: "warm-read latency: raw GET+json.Unmarshal vs Get/GetOrLoad vs the L1", run: runHit},
 	{name: "idgen", help: "ids/s of one process, plain and segment mode, next to redis-benchmark INCR in the same run", run: runIDGen},
 	{name: "lock", help: "lock acquire/release per second, uncontended and contended; wake-up latency of handovers between clients", run: runLock},
+	{name: "seckill", help: "load test of the flash sale (in-process or over HTTP): throughput, latency, outcomes, invariants verified, vs redis-benchmark", run: runSeckill},
+	{name: "drain", help: "order stream consumer into MySQL (rows/s) next to raw 500-row multi-value INSERTs of the same rows", run: runDrain},
 	{name: workerScenario, run: runStampedeWorker, hidden: true},
 }
 
