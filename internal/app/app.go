@@ -145,7 +145,8 @@ func Connect(ctx context.Context, cfg Config, opts Options) (_ *App, err error) 
 	return a, nil
 }
 
-// SeckillOptions are the seckill.Options of cfg (strategy, key prefix, rate limit, dialect),
+// SeckillOptions are the seckill.Options of cfg (strategy, key prefix, rate limit, claim idle,
+// dialect),
 // for a seckill.Service on a's database and Redis.
 func (a *App) SeckillOptions() seckill.Options {
 	return seckill.Options{
@@ -153,6 +154,7 @@ func (a *App) SeckillOptions() seckill.Options {
 		Prefix:    a.Config.SeckillPrefix,
 		Dialect:   a.DB.Dialect,
 		RateLimit: seckill.RateLimit{PerSecond: a.Config.SeckillRate, Burst: int(2 * a.Config.SeckillRate)},
+		ClaimIdle: a.Config.SeckillClaimIdle,
 		Logger:    a.Log,
 	}
 }

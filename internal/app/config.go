@@ -36,6 +36,11 @@ type Config struct {
 	// SeckillPrefix is SURGE_SECKILL_PREFIX, -seckill-prefix ("seckill"): namespace of the
 	// seckill keys and locks.
 	SeckillPrefix string
+	// SeckillClaimIdle is SURGE_SECKILL_CLAIM_IDLE, -seckill-claim-idle (30s): how long an
+	// admitted order stays pending with a consumer before another consumer takes it over (the
+	// first is presumed dead). Shorter recovers faster from a crashed consumer; it should stay
+	// well above the time one batch takes to commit.
+	SeckillClaimIdle time.Duration
 	// StockThrottle is SURGE_STOCK_THROTTLE, -stock-throttle (200ms): the least time between
 	// two voucherStock subscription messages to one subscriber; 0 sends every change.
 	StockThrottle time.Duration
@@ -93,6 +98,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	rate := fs.Float64("seckill-rate", envFloat(getenv, "SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
 	consumer := fs.String("seckill-consumer", env("SURGE_SECKILL_CONSUMER", ""), "run the order stream consumer in this process: true/false (SURGE_SECKILL_CONSUMER; default true)")
 	seckillPrefix := fs.String("seckill-prefix", env("SURGE_SECKILL_PREFIX", "seckill"), "prefix of seckill keys, to share one Redis between deployments (SURGE_SECKILL_PREFIX)")
+	claimIdle := fs.Duration("seckill-claim-idle", envDuration(getenv, "SURGE_SECKILL_CLAIM_IDLE", 30*time.Second), "how long an admitted order stays pending with a consumer before another one takes it over (SURGE_SECKILL_CLAIM_IDLE)")
 	stockThrottle := fs.Duration("stock-throttle", envDuration(getenv, "SURGE_STOCK_THROTTLE", 200*time.Millisecond), "least time between two voucherStock subscription messages to one subscriber; 0 sends every change (SURGE_STOCK_THROTTLE)")
 	return func() (Config, error) {
 		c := Config{
@@ -100,6 +106,10 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			MySQLDSN: *dsn, Mode: *mode, AdminPhones: splitList(*admins),
 			MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, CachePrefix: *cachePrefix, ShutdownGrace: 15 * time.Second,
 			SeckillStrategy: *strategy, SeckillRate: *rate, SeckillPrefix: *seckillPrefix, StockThrottle: *stockThrottle,
+			SeckillClaimIdle: *claimIdle,
+		}
+		if c.SeckillClaimIdle <= 0 {
+			return Config{}, fmt.Errorf("seckill-claim-idle must be positive")
 		}
 		if c.StockThrottle < 0 {
 			return Config{}, fmt.Errorf("stock-throttle must not be negative")

@@ -22,6 +22,15 @@ func TestParseConfigDefaults(t *testing.T) {
 	if c.StockThrottle != 200*time.Millisecond {
 		t.Fatalf("stock throttle = %v, want 200ms", c.StockThrottle)
 	}
+	if c.SeckillClaimIdle != 30*time.Second {
+		t.Fatalf("seckill claim idle = %v, want 30s", c.SeckillClaimIdle)
+	}
+	if c, err := ParseConfig(nil, envOf(map[string]string{"SURGE_SECKILL_CLAIM_IDLE": "500ms"})); err != nil || c.SeckillClaimIdle != 500*time.Millisecond {
+		t.Fatalf("SURGE_SECKILL_CLAIM_IDLE=500ms: %v %v", c.SeckillClaimIdle, err)
+	}
+	if c, err := ParseConfig(nil, envOf(map[string]string{"SURGE_SECKILL_CLAIM_IDLE": "0"})); err == nil {
+		t.Fatalf("SURGE_SECKILL_CLAIM_IDLE=0 accepted: %v", c.SeckillClaimIdle)
+	}
 	if c, err := ParseConfig([]string{"-stock-throttle", "0"}, envOf(map[string]string{"SURGE_STOCK_THROTTLE": "1s"})); err != nil || c.StockThrottle != 0 {
 		t.Fatalf("-stock-throttle 0: %v %v", c.StockThrottle, err)
 	}

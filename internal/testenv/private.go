@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,36 +17,100 @@ import (
 // or break Redis without disturbing the shared one. stop kills it (also done at cleanup).
 func PrivateRedis(t testing.TB, args ...string) (addr string, stop func()) {
 	t.Helper()
+	r := StartRedis(t, args...)
+	return r.Addr, r.Kill
+}
+
+// RedisServer is a private redis-server that a test can kill, stop and start again on the
+// same port and directory (so an AOF or RDB file survives the restart).
+type RedisServer struct {
+	Addr string // 127.0.0.1:port
+	Dir  string // its working directory (--dir): where AOF and RDB files go
+
+	t    testing.TB
+	argv []string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartRedis starts a private redis-server on a free loopback port with its own directory,
+// no persistence unless args say otherwise (later arguments win, e.g. "--appendonly", "yes"),
+// and waits until it answers. It is killed at cleanup.
+func StartRedis(t testing.TB, args ...string) *RedisServer {
+	t.Helper()
+	port := freePort(t)
+	r := &RedisServer{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: t.TempDir(), t: t}
+	r.argv = append([]string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", r.Dir}, args...)
+	r.Start()
+	t.Cleanup(r.Kill)
+	return r
+}
+
+// Start starts the server again (same port, directory and arguments) and waits until it
+// answers PING, which it does only once its AOF or RDB file is loaded.
+func (r *RedisServer) Start() {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd != nil {
+		r.t.Fatal("testenv: redis-server already running")
+	}
+	cmd := exec.Command("redis-server", r.argv...)
+	if err := cmd.Start(); err != nil {
+		r.t.Fatalf("starting redis-server (scripts/ensure-redis.sh installs it): %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		select {
+		case <-done:
+			r.t.Fatalf("private redis-server on %s exited at start (port taken?)", r.Addr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-done
+			r.t.Fatal("private redis-server did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.cmd, r.done = cmd, done
+}
+
+// Kill sends SIGKILL (a crash: no final write) and waits for the exit. No-op if stopped.
+func (r *RedisServer) Kill() { r.signal(syscall.SIGKILL) }
+
+// Term sends SIGTERM (a graceful shutdown: Redis flushes its AOF, and writes its RDB if
+// configured to) and waits for the exit. No-op if stopped.
+func (r *RedisServer) Term() { r.signal(syscall.SIGTERM) }
+
+func (r *RedisServer) signal(sig syscall.Signal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Signal(sig)
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-r.done
+	}
+	r.cmd = nil
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	argv := append([]string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)
-	cmd := exec.Command("redis-server", argv...)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting redis-server (scripts/ensure-redis.sh installs it): %v", err)
-	}
-	addr = fmt.Sprintf("127.0.0.1:%d", port)
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatal("private redis-server did not start")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}
-	t.Cleanup(stop)
-	return addr, stop
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

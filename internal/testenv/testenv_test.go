@@ -2,9 +2,11 @@ package testenv_test
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 
+	_ "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/internal/testenv"
@@ -94,5 +96,60 @@ func TestEachRedisRunsSingleAndCluster(t *testing.T) {
 	})
 	if strings.Join(ran, ",") != "single,cluster" {
 		t.Fatalf("subtests ran: %v, want single,cluster", ran)
+	}
+}
+
+// TestPrivateMySQL: a private MariaDB keeps its data over a stop and over a crash, refuses
+// connections while down, and comes back on the same address.
+func TestPrivateMySQL(t *testing.T) {
+	m := testenv.PrivateMySQL(t)
+	db, err := sql.Open("mysql", m.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxIdleConns(0)
+	if _, err := db.Exec("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	count := func() (int, error) {
+		var n int
+		err := db.QueryRow("SELECT COUNT(*) FROM t").Scan(&n)
+		return n, err
+	}
+	for i, restart := range []func(){m.Stop, m.Kill} {
+		if _, err := db.Exec("INSERT INTO t VALUES (?)", i); err != nil {
+			t.Fatal(err)
+		}
+		restart()
+		if _, err := count(); err == nil {
+			t.Fatal("the private MariaDB answered while stopped")
+		}
+		m.Start()
+		if n, err := count(); err != nil || n != i+1 {
+			t.Fatalf("after restart %d: %d rows, %v; want %d", i, n, err, i+1)
+		}
+	}
+}
+
+// TestRedisServerRestart: with AOF (fsync always), a private redis-server keeps what it
+// acknowledged over a graceful stop and over a crash.
+func TestRedisServerRestart(t *testing.T) {
+	r := testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
+	c := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer c.Close()
+	ctx := context.Background()
+	for i, restart := range []func(){r.Term, r.Kill} {
+		if err := c.Incr(ctx, "n").Err(); err != nil {
+			t.Fatal(err)
+		}
+		restart()
+		if c.Ping(ctx).Err() == nil {
+			t.Fatal("redis answered while stopped")
+		}
+		r.Start()
+		if n, err := c.Get(ctx, "n").Int(); err != nil || n != i+1 {
+			t.Fatalf("after restart %d: n = %d, %v; want %d", i, n, err, i+1)
+		}
 	}
 }
