@@ -21,7 +21,7 @@ type Resolver struct {
 	Catalog *catalog.Service
 	Seckill *seckill.Service
 	Log     *slog.Logger // for failures that do not fail the operation (slog.Default if nil)
-	Live    *live.Hub // subscriptions' shared pollers
+	Live    *live.Hub    // subscriptions' shared pollers
 }
 
 // Page sizes for connections: a missing first/last means DefaultPageSize, more than

@@ -25,6 +25,10 @@ if now < tonumber(meta[1]) then
   return {2, 0}
 end
 local prev = redis.call('HGET', KEYS[3], ARGV[1])
+if prev == ARGV[2] then
+  -- This very call already ran (a client retried after losing the reply): same answer.
+  return {0, tonumber(stock)}
+end
 if prev then
   return {5, prev}
 end

@@ -180,7 +180,11 @@ func (s *Service) retryOwn(ctx context.Context, voucherID int) {
 // no order waits in its stream.
 func (s *Service) finished(ctx context.Context, voucherID int) bool {
 	end, err := s.rdb.ZScore(ctx, s.registryKey(), strconv.Itoa(voucherID)).Result()
-	if err != nil || end >= float64(s.opts.Clock().Add(-s.opts.Linger).UnixMilli()) {
+	switch {
+	case errors.Is(err, redis.Nil):
+		// Unregistered (deleted, or Redis lost it): nothing more to read once the stream is
+		// empty; a rebuild registers it again and the supervisor starts a new reader.
+	case err != nil || end >= float64(s.opts.Clock().Add(-s.opts.Linger).UnixMilli()):
 		return false
 	}
 	n, err := s.rdb.XLen(ctx, s.keys(voucherID).Orders).Result()
@@ -221,7 +225,10 @@ func (s *Service) claim(ctx context.Context, voucherID int, cursor string) strin
 	}
 	var retry []redis.XMessage
 	for _, m := range msgs {
-		if n := deliveries[m.ID]; n > s.opts.MaxDeliveries {
+		// Deliveries alone do not condemn an entry: consumers that crash in a loop re-claim
+		// healthy entries too. It must also have failed here, in this process.
+		_, failedHere := s.lastErr.Load(m.ID)
+		if n := deliveries[m.ID]; n > s.opts.MaxDeliveries && failedHere {
 			s.deadLetter(ctx, voucherID, m, n)
 		} else {
 			retry = append(retry, m)

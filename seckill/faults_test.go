@@ -14,6 +14,7 @@ import (
 	"github.com/surgekit/surge/ent/seckillorder"
 	"github.com/surgekit/surge/internal/store"
 	"github.com/surgekit/surge/internal/testenv"
+	"github.com/surgekit/surge/lua"
 	"github.com/surgekit/surge/seckill"
 )
 
@@ -366,4 +367,76 @@ func TestDatabaseOutage(t *testing.T) {
 	if st.orders != len(users) || st.failed != 0 || st.dbStock != stock-len(users) || st.redisStock+st.buyers != stock {
 		t.Fatalf("after the outage: %+v", st)
 	}
+}
+
+// TestRetriedGrabIsIdempotent: a client that lost the reply and resends the very same call
+// (same order id) is told it was admitted, and nothing is applied twice.
+func TestRetriedGrabIsIdempotent(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		e := newEnv(t, rdb)
+		ctx := context.Background()
+		v := e.voucher(5)
+		s := e.service(seckill.Options{})
+		if err := s.Warm(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		k := seckill.KeysOf(e.prefix, v)
+		keys := []string{k.Meta, k.Stock, k.Buyers, k.Orders}
+		now := time.Now().UnixMilli()
+		for i := 0; i < 2; i++ {
+			res, err := lua.SeckillGrab.Run(ctx, rdb, keys, 42, 777, now).Slice()
+			if err != nil || res[0].(int64) != 0 || res[1].(int64) != 4 {
+				t.Fatalf("call %d: %v %v, want admitted with 4 left", i, res, err)
+			}
+		}
+		if n := rdb.XLen(ctx, k.Orders).Val(); n != 1 {
+			t.Fatalf("%d stream entries, want 1", n)
+		}
+		res, err := lua.SeckillGrab.Run(ctx, rdb, keys, 42, 778, now).Slice()
+		if err != nil || res[0].(int64) != 5 || res[1] != "777" {
+			t.Fatalf("a new grab by the same user: %v %v, want already purchased (777)", res, err)
+		}
+	})
+}
+
+// TestCrashLoopDoesNotDeadLetter: entries re-claimed many times by consumers that kept dying
+// (delivery count far over MaxDeliveries) are persisted by a healthy consumer, not given up on:
+// only entries that failed to persist in the claiming process are dead-lettered.
+func TestCrashLoopDoesNotDeadLetter(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		e := newEnv(t, rdb)
+		ctx := context.Background()
+		users := e.users(5)
+		v := e.voucher(10)
+		s := e.service(seckill.Options{ClaimIdle: 100 * time.Millisecond, MaxDeliveries: 1})
+		if err := s.Warm(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range users {
+			if _, err := s.Grab(ctx, u, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		k := seckill.KeysOf(e.prefix, v)
+		read, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "orders", Consumer: "dead-0", Streams: []string{k.Orders, ">"}}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, m := range read[0].Messages {
+			ids = append(ids, m.ID)
+		}
+		for i := 1; i <= 4; i++ { // four more crashed consumers claimed them in turn
+			if err := rdb.XClaim(ctx, &redis.XClaimArgs{Stream: k.Orders, Group: "orders", Consumer: fmt.Sprint("dead-", i), Messages: ids}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(150 * time.Millisecond)
+		e.consume(s)
+		e.drained(v, 10*time.Second)
+		st := e.state(v)
+		if st.orders != len(users) || st.failed != 0 || rdb.XLen(ctx, k.Dead).Val() != 0 {
+			t.Fatalf("after the crash loop: %+v, dead letters %d", st, rdb.XLen(ctx, k.Dead).Val())
+		}
+	})
 }

@@ -181,7 +181,9 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 		rdb:   rdb,
 		opts:  o,
 		ids:   ids,
-		locks: lock.New(rdb, lock.Options{WatchdogLease: 5 * time.Second}),
+		// A short lease: a consumer killed while holding a voucher's lock blocks that voucher's
+		// other consumers and rebuilds until the lease runs out.
+		locks: lock.New(rdb, lock.Options{WatchdogLease: 3 * time.Second}),
 		limit: newLimiter(o.RateLimit),
 		log:   o.Logger.With("component", "seckill"),
 		m:     newMetrics(o.Registerer),
