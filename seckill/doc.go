@@ -19,7 +19,8 @@
 // ignore duplicates, the stock decremented by the rows inserted, guarded by stock >= n), then
 // XACK and XDEL, so a stream holds exactly the orders not yet in the database. Entries a dead
 // consumer left pending are claimed (XAUTOCLAIM) by any live one; an entry delivered more than
-// MaxDeliveries times goes to the voucher's dead-letter stream, its order is recorded FAILED
+// MaxDeliveries times that also failed to persist in the claiming process goes to the
+// voucher's dead-letter stream, its order is recorded FAILED
 // and its admission compensated (buyer removed, unit back on sale).
 //
 // A per-voucher lock (package lock) serialises each batch commit with rebuilds, so that a
