@@ -56,21 +56,15 @@ type Options struct {
 // New builds the App: opens Redis (embedded or real) and the database (SQLite or MySQL),
 // migrates, seeds when configured, and assembles the handler.
 func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
-	a := &App{Config: cfg, Log: opts.Logger}
-	if a.Log == nil {
-		a.Log = slog.Default()
+	a, err := open(ctx, cfg, opts, true)
+	if err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			a.Close()
 		}
 	}()
-	if err := a.openRedis(ctx); err != nil {
-		return nil, err
-	}
-	if err := a.openDB(ctx, true); err != nil {
-		return nil, err
-	}
 	if cfg.Seed {
 		if a.Seeded, err = store.SeedDemo(ctx, a.DB.Ent, time.Now()); err != nil {
 			return nil, fmt.Errorf("seeding demo data: %w", err)
@@ -127,6 +121,12 @@ func Connect(ctx context.Context, cfg Config, opts Options) (_ *App, err error) 
 	if len(cfg.RedisAddrs) == 0 || cfg.MySQLDSN == "" {
 		return nil, errors.New("needs real services: set SURGE_REDIS_ADDRS and SURGE_MYSQL_DSN (or -redis-addrs and -mysql-dsn); the embedded default starts empty every time")
 	}
+	return open(ctx, cfg, opts, false)
+}
+
+// open connects Redis and the database (migrating them when asked); on an error it closes
+// what it opened.
+func open(ctx context.Context, cfg Config, opts Options, migrate bool) (_ *App, err error) {
 	a := &App{Config: cfg, Log: opts.Logger}
 	if a.Log == nil {
 		a.Log = slog.Default()
@@ -139,7 +139,7 @@ func Connect(ctx context.Context, cfg Config, opts Options) (_ *App, err error) 
 	if err := a.openRedis(ctx); err != nil {
 		return nil, err
 	}
-	if err := a.openDB(ctx, false); err != nil {
+	if err := a.openDB(ctx, migrate); err != nil {
 		return nil, err
 	}
 	return a, nil
