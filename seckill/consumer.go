@@ -286,13 +286,15 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 	}
 	defer l.Release(context.WithoutCancel(ctx))
 	lctx := l.Context()
-	// Under the lock, keep only the entries still pending with this consumer: if Redis lost
-	// the stream meanwhile, a rebuild has counted without them (their admissions are lost
-	// with it), and an entry another consumer claimed is that consumer's to write.
-	if orders = s.stillMine(lctx, voucherID, orders); len(orders) == 0 {
-		return false
-	}
 	done, sup, err := s.writeBatch(lctx, voucherID, orders)
+	var nm *notMine
+	if errors.As(err, &nm) {
+		if len(nm.kept) == 0 {
+			return false
+		}
+		orders = nm.kept
+		done, sup, err = s.writeBatch(lctx, voucherID, orders)
+	}
 	if err != nil {
 		if !s.databaseUp(ctx) {
 			s.dbDown.Store(true)
@@ -302,6 +304,9 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 		done, sup = nil, nil
 		for _, o := range orders {
 			d, su, err := s.writeBatch(lctx, voucherID, []order{o})
+			if errors.As(err, &nm) {
+				continue // no longer this consumer's
+			}
 			if err != nil {
 				s.noteFailure(o.entry, err)
 				s.log.Error("order not persisted; it stays pending", "voucher", voucherID, "order", o.id, "err", err)

@@ -58,6 +58,12 @@ func parseEntry(m redis.XMessage) (order, error) {
 // was rebuilt from a stale read). Such orders fail; their units are not put back on sale.
 var errStockGuard = errors.New("seckill: database stock lower than the orders admitted")
 
+// notMine says some entries of a batch stopped being this consumer's while it wrote them;
+// kept are the ones still pending here.
+type notMine struct{ kept []order }
+
+func (e *notMine) Error() string { return "seckill: some entries are no longer pending with this consumer" }
+
 // superseded is an order the database refused because the user already holds another one of
 // the voucher there.
 type superseded struct {
@@ -122,6 +128,12 @@ func (s *Service) writeBatch(ctx context.Context, voucherID int, orders []order)
 			return nil, nil, err
 		} else if n != 1 {
 			return nil, nil, errStockGuard
+		}
+		// Holding the voucher's row lock now, make sure the entries are still pending here: if
+		// Redis lost the stream meanwhile, a rebuild has counted without them (it reads under
+		// the same row lock), and an entry another consumer claimed is that one's to write.
+		if mine := s.stillMine(ctx, voucherID, orders); len(mine) != len(orders) {
+			return nil, nil, &notMine{kept: mine}
 		}
 	}
 	if err := tx.Commit(); err != nil {

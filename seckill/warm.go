@@ -59,6 +59,15 @@ func (s *Service) warm(ctx context.Context, voucherID int, full bool) error {
 
 // warmLocked does the work of warm while the caller holds the voucher's lock.
 func (s *Service) warmLocked(ctx context.Context, voucherID int, full bool) error {
+	// The voucher's row lock, held until Redis is written, is what keeps a consumer's batch
+	// commit from landing between the database read below and the Redis writes: a consumer
+	// updates the row's stock in its transaction and checks, holding that row lock, that its
+	// entries are still in the stream. (The Redis lock alone is not enough: a flush deletes it.)
+	release, err := s.lockRow(ctx, voucherID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	v, err := s.db.Voucher.Get(ctx, voucherID)
 	if ent.IsNotFound(err) {
 		return ErrNoSuchVoucher
@@ -113,6 +122,25 @@ func (s *Service) warmLocked(ctx context.Context, voucherID int, full bool) erro
 		s.log.Info("voucher sale state rebuilt from the database", "voucher", voucherID, "db_stock", *v.Stock)
 	}
 	return nil
+}
+
+// lockRow takes the voucher row's lock in a transaction (MySQL) that release ends. SQLite
+// has no row locks and serves a single process; there it takes none.
+func (s *Service) lockRow(ctx context.Context, voucherID int) (release func(), err error) {
+	if s.opts.Dialect != "mysql" {
+		return func() {}, nil
+	}
+	tx, err := s.db.Tx(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("seckill: locking voucher %d: %w", voucherID, err)
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT id FROM vouchers WHERE id = ? FOR UPDATE", voucherID)
+	if err != nil {
+		_ = tx.Rollback()
+		return nil, fmt.Errorf("seckill: locking voucher %d: %w", voucherID, err)
+	}
+	rows.Close()
+	return func() { _ = tx.Rollback() }, nil
 }
 
 // settlePersisted acknowledges and deletes the stream entries whose order is already in the
