@@ -23,8 +23,11 @@
 // voucher's dead-letter stream, its order is recorded FAILED
 // and its admission compensated (buyer removed, unit back on sale).
 //
-// A per-voucher lock (package lock) serialises each batch commit with rebuilds, so that a
-// rebuild sees every order either in the database or in the stream, never in both or neither.
+// Each batch commit and each rebuild serialise on the voucher's row lock in the database (the
+// consumer's stock UPDATE takes it and, holding it, checks its entries are still pending; a
+// rebuild holds SELECT ... FOR UPDATE until Redis is written), so that a rebuild sees every
+// order either in the database or in the stream, never in both or neither — also after a
+// Redis flush, which deletes the per-voucher Redis lock (package lock) both steps also take.
 //
 // # The simple strategy
 //

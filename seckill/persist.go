@@ -62,7 +62,9 @@ var errStockGuard = errors.New("seckill: database stock lower than the orders ad
 // kept are the ones still pending here.
 type notMine struct{ kept []order }
 
-func (e *notMine) Error() string { return "seckill: some entries are no longer pending with this consumer" }
+func (e *notMine) Error() string {
+	return "seckill: some entries are no longer pending with this consumer"
+}
 
 // superseded is an order the database refused because the user already holds another one of
 // the voucher there.

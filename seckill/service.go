@@ -177,10 +177,10 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 		return nil, err
 	}
 	s := &Service{
-		db:    db,
-		rdb:   rdb,
-		opts:  o,
-		ids:   ids,
+		db:   db,
+		rdb:  rdb,
+		opts: o,
+		ids:  ids,
 		// A short lease: a consumer killed while holding a voucher's lock blocks that voucher's
 		// other consumers and rebuilds until the lease runs out.
 		locks: lock.New(rdb, lock.Options{WatchdogLease: 3 * time.Second}),

@@ -24,8 +24,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/internal/app"
-	"github.com/surgekit/surge/internal/bench"
 	"github.com/surgekit/surge/internal/auth"
+	"github.com/surgekit/surge/internal/bench"
 	"github.com/surgekit/surge/internal/testenv"
 )
 
