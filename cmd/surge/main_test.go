@@ -9,12 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -23,6 +21,7 @@ import (
 	"time"
 
 	"github.com/surgekit/surge/internal/browsertest"
+	"github.com/surgekit/surge/internal/testenv"
 )
 
 const (
@@ -32,53 +31,13 @@ const (
 	adminPhone      = "13800000000"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildDir  string
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	testenv.RemoveSurgeBinary()
 	os.Exit(code)
 }
 
-// surgeBinary builds the binary of this package once per test run and returns its path.
-func surgeBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			if root := os.Getenv("GOROOT"); root != "" {
-				goTool = filepath.Join(root, "bin", "go")
-			} else {
-				buildErr = fmt.Errorf("no go command on PATH: %w", err)
-				return
-			}
-		}
-		if buildDir, err = os.MkdirTemp("", "surge-smoke-"); err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(buildDir, "surge")
-		start := time.Now()
-		cmd := exec.Command(goTool, "build", "-o", binPath, ".")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		fmt.Fprintf(os.Stderr, "built %s in %v\n", binPath, time.Since(start).Round(time.Millisecond))
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func surgeBinary(t *testing.T) string { return testenv.SurgeBinary(t) }
 
 // server is one running surge child process.
 type server struct {

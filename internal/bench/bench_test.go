@@ -21,7 +21,9 @@ import (
 func TestMain(m *testing.M) {
 	bench.ChildMain()
 	redis.SetLogger(quietLog{}) // TestJSONOnlyAndErrors dials a closed port on purpose
-	os.Exit(m.Run())
+	code := m.Run()
+	testenv.RemoveSurgeBinary()
+	os.Exit(code)
 }
 
 type quietLog struct{}

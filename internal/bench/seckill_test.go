@@ -329,31 +329,7 @@ func TestSeckillHTTP(t *testing.T) {
 
 // ---- several real `surge serve` processes ----
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-func surgeBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "surge-bench-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "surge")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/surgekit/surge/cmd/surge").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
+func surgeBinary(t *testing.T) string { return testenv.SurgeBinary(t) }
 
 var urlLine = regexp.MustCompile(`surge: playground at (http://\S+)/`)
 

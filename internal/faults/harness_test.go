@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -39,53 +38,13 @@ func pick[T any](short, long_ T) T {
 	return short
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildDir  string
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	testenv.RemoveSurgeBinary()
 	os.Exit(code)
 }
 
-// surgeBinary builds cmd/surge once per run (without -race: the processes under test are the
-// real server; the in-process race tests live in package seckill).
-func surgeBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			if root := os.Getenv("GOROOT"); root != "" {
-				goTool = filepath.Join(root, "bin", "go")
-			} else {
-				buildErr = fmt.Errorf("no go command on PATH: %w", err)
-				return
-			}
-		}
-		if buildDir, err = os.MkdirTemp("", "surge-faults-"); err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(buildDir, "surge")
-		start := time.Now()
-		out, err := exec.Command(goTool, "build", "-o", binPath, "github.com/surgekit/surge/cmd/surge").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		fmt.Fprintf(os.Stderr, "built %s in %v\n", binPath, time.Since(start).Round(time.Millisecond))
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func surgeBinary(t *testing.T) string { return testenv.SurgeBinary(t) }
 
 // proc is one running `surge serve` child process.
 type proc struct {
