@@ -21,10 +21,7 @@ func BenchmarkGrab(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			e := newEnv(b, testenv.Redis(b))
 			s := e.service(seckill.Options{Pipelines: c.pipelines})
-			v := e.voucher(100_000_000)
-			if err := s.Warm(context.Background(), v); err != nil {
-				b.Fatal(err)
-			}
+			v := e.onSale(s, 100_000_000)
 			var next atomic.Int64
 			b.SetParallelism(64)
 			b.ResetTimer()
@@ -47,10 +44,7 @@ func BenchmarkGrabWhileConsuming(b *testing.B) {
 	users := e.users(b.N)
 	s := e.service(seckill.Options{})
 	e.consume(s)
-	v := e.voucher(b.N)
-	if err := s.Warm(context.Background(), v); err != nil {
-		b.Fatal(err)
-	}
+	v := e.onSale(s, b.N)
 	var next atomic.Int64
 	b.SetParallelism(100)
 	b.ResetTimer()

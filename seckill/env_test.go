@@ -164,3 +164,13 @@ func quietLogger() *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
+
+// onSale creates a seckill voucher with the given stock, on sale now, and warms it through s.
+func (e *env) onSale(s *seckill.Service, stock int) int {
+	e.t.Helper()
+	v := e.voucher(stock)
+	if err := s.Warm(context.Background(), v); err != nil {
+		e.t.Fatal(err)
+	}
+	return v
+}

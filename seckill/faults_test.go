@@ -75,10 +75,7 @@ func TestScriptAtomicity(t *testing.T) {
 			{"meta is a string", func(k seckill.Keys) { rdb.Del(ctx, k.Meta); rdb.Set(ctx, k.Meta, "x", 0) }},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				v := e.voucher(5)
-				if err := s.Warm(ctx, v); err != nil {
-					t.Fatal(err)
-				}
+				v := e.onSale(s, 5)
 				if _, err := s.Grab(ctx, users[0], v); err != nil {
 					t.Fatal(err)
 				}
@@ -107,11 +104,8 @@ func TestCrashedConsumerIsReclaimed(t *testing.T) {
 		ctx := context.Background()
 		const stock = 50
 		users := e.users(40)
-		v := e.voucher(stock)
 		s := e.service(seckill.Options{})
-		if err := s.Warm(ctx, v); err != nil {
-			t.Fatal(err)
-		}
+		v := e.onSale(s, stock)
 		for _, u := range users {
 			if _, err := s.Grab(ctx, u, v); err != nil {
 				t.Fatal(err)
@@ -168,11 +162,8 @@ func TestPoisonEntryIsDeadLettered(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v := e.voucher(stock)
 		s := e.service(seckill.Options{ClaimIdle: 200 * time.Millisecond, MaxDeliveries: 3})
-		if err := s.Warm(ctx, v); err != nil {
-			t.Fatal(err)
-		}
+		v := e.onSale(s, stock)
 		var bad int64
 		for _, u := range users {
 			a, err := s.Grab(ctx, u, v)
@@ -234,10 +225,7 @@ func TestRedisStateLostMidSale(t *testing.T) {
 		for _, s := range services {
 			e.consume(s)
 		}
-		v := e.voucher(stock)
-		if err := services[0].Warm(ctx, v); err != nil {
-			t.Fatal(err)
-		}
+		v := e.onSale(services[0], stock)
 		k := seckill.KeysOf(e.prefix, v)
 		var notReady int
 		// First half of the users, then the loss, then everyone again (those whose queued
@@ -285,11 +273,8 @@ func TestGoneConsumersAreForgotten(t *testing.T) {
 	rdb := testenv.Redis(t)
 	e := newEnv(t, rdb)
 	ctx := context.Background()
-	v := e.voucher(5)
 	s := e.service(seckill.Options{ClaimIdle: 10 * time.Millisecond})
-	if err := s.Warm(ctx, v); err != nil {
-		t.Fatal(err)
-	}
+	v := e.onSale(s, 5)
 	k := seckill.KeysOf(e.prefix, v)
 	if err := rdb.XGroupCreateConsumer(ctx, k.Orders, "orders", "ghost").Err(); err != nil {
 		t.Fatal(err)
@@ -342,10 +327,7 @@ func TestDatabaseOutage(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	const stock = 100
 	users := e.users(60)
-	v := e.voucher(stock)
-	if err := s.Warm(ctx, v); err != nil {
-		t.Fatal(err)
-	}
+	v := e.onSale(s, stock)
 	e.consume(s)
 	proxy.Cut()
 	for _, u := range users {
@@ -375,11 +357,8 @@ func TestRetriedGrabIsIdempotent(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
 		e := newEnv(t, rdb)
 		ctx := context.Background()
-		v := e.voucher(5)
 		s := e.service(seckill.Options{})
-		if err := s.Warm(ctx, v); err != nil {
-			t.Fatal(err)
-		}
+		v := e.onSale(s, 5)
 		k := seckill.KeysOf(e.prefix, v)
 		keys := []string{k.Meta, k.Stock, k.Buyers, k.Orders}
 		now := time.Now().UnixMilli()
@@ -407,11 +386,8 @@ func TestCrashLoopDoesNotDeadLetter(t *testing.T) {
 		e := newEnv(t, rdb)
 		ctx := context.Background()
 		users := e.users(5)
-		v := e.voucher(10)
 		s := e.service(seckill.Options{ClaimIdle: 100 * time.Millisecond, MaxDeliveries: 1})
-		if err := s.Warm(ctx, v); err != nil {
-			t.Fatal(err)
-		}
+		v := e.onSale(s, 10)
 		for _, u := range users {
 			if _, err := s.Grab(ctx, u, v); err != nil {
 				t.Fatal(err)

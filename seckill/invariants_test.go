@@ -143,10 +143,7 @@ func testInvariants(t *testing.T, strategy seckill.Strategy) {
 		}
 		for r := 0; r < rounds(); r++ {
 			const stock = 1000
-			v := e.voucher(stock)
-			if err := services[0].Warm(context.Background(), v); err != nil {
-				t.Fatal(err)
-			}
+			v := e.onSale(services[0], stock)
 			tl := storm(t, services, users, v)
 			lua := strategy == seckill.StrategyLua
 			if lua {

@@ -242,12 +242,9 @@ func TestReconcileDuringSale(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
 		e := newEnv(t, rdb)
 		ctx := context.Background()
-		v := e.voucher(5000)
 		users := e.users(3000)
 		s := e.service(seckill.Options{BatchSize: 20})
-		if err := s.Warm(ctx, v); err != nil {
-			t.Fatal(err)
-		}
+		v := e.onSale(s, 5000)
 		e.consume(e.service(seckill.Options{BatchSize: 20}))
 		var wg sync.WaitGroup
 		gctx, cancel := context.WithCancel(ctx)
@@ -290,12 +287,9 @@ func TestReconcileDuringSale(t *testing.T) {
 func TestReconcileDatabaseProblems(t *testing.T) {
 	e := newEnv(t, testenv.Redis(t))
 	ctx := context.Background()
-	v := e.voucher(10)
 	users := e.users(3)
 	s := e.service(seckill.Options{})
-	if err := s.Warm(ctx, v); err != nil {
-		t.Fatal(err)
-	}
+	v := e.onSale(s, 10)
 	// The schema forbids what follows: drop its guards the way an old MySQL (no CHECK) or a
 	// hand-made table would lack them.
 	for _, q := range []string{

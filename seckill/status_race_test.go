@@ -17,12 +17,9 @@ func TestOrderFoundWhilePersisted(t *testing.T) {
 	e := newEnv(t, testenv.Redis(t))
 	ctx := context.Background()
 	const n = 60
-	v := e.voucher(n)
 	users := e.users(n)
 	s := e.service(seckill.Options{})
-	if err := s.Warm(ctx, v); err != nil {
-		t.Fatal(err)
-	}
+	v := e.onSale(s, n)
 	orders := make([]int64, n)
 	for i, u := range users {
 		a, err := s.Grab(ctx, u, v)
