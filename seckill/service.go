@@ -258,23 +258,26 @@ func (s *Service) Grab(ctx context.Context, userID, voucherID int) (Admission, e
 	return a, err
 }
 
+// outcomes names the refusals in the surge_seckill_grabs_total metric.
+var outcomes = []struct {
+	err  error
+	name string
+}{
+	{ErrSoldOut, "sold_out"}, {ErrAlreadyPurchased, "already_purchased"}, {ErrNotStarted, "not_started"},
+	{ErrEnded, "ended"}, {ErrNotReady, "not_ready"}, {ErrRateLimited, "rate_limited"},
+	{ErrNoSuchVoucher, "no_such_voucher"},
+}
+
 func outcome(err error) string {
-	for _, o := range []struct {
-		err  error
-		name string
-	}{
-		{ErrSoldOut, "sold_out"}, {ErrAlreadyPurchased, "already_purchased"}, {ErrNotStarted, "not_started"},
-		{ErrEnded, "ended"}, {ErrNotReady, "not_ready"}, {ErrRateLimited, "rate_limited"},
-		{ErrNoSuchVoucher, "no_such_voucher"},
-	} {
+	if err == nil {
+		return "admitted"
+	}
+	for _, o := range outcomes {
 		if errors.Is(err, o.err) {
 			return o.name
 		}
 	}
-	if err != nil {
-		return "error"
-	}
-	return "admitted"
+	return "error"
 }
 
 // grabLua runs the admission script.
