@@ -71,8 +71,9 @@ var (
 	// LockFenceFloor raises a fence counter to at least a value (Redlock's monotonic fence).
 	LockFenceFloor = load("lock_fence_floor.lua")
 
-	// SeckillGrab admits one buyer to a flash sale (stock, one order per user, sale window)
-	// and appends the order to the voucher's stream, or says why not; all checks come first.
+	// SeckillGrab admits buyers to a flash sale (stock, one order per user, sale window),
+	// one or many grabs of one voucher per call, and appends their orders to the voucher's
+	// stream, or says why not; every check that can fail comes before the first write.
 	SeckillGrab = load("seckill_grab.lua")
 	// SeckillWarmReset starts a full rebuild of a voucher's admission state (admission pauses).
 	SeckillWarmReset = load("seckill_warm_reset.lua")

@@ -37,6 +37,27 @@ func BenchmarkGrab(b *testing.B) {
 	}
 }
 
+// BenchmarkGrabOneAtATime is the latency of a grab at low load (one caller): batching must
+// cost next to nothing against one call per grab.
+func BenchmarkGrabOneAtATime(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		pipelines int
+	}{{"batched", 2}, {"one-call-per-grab", -1}} {
+		b.Run(c.name, func(b *testing.B) {
+			e := newEnv(b, testenv.Redis(b))
+			s := e.service(seckill.Options{Pipelines: c.pipelines})
+			v := e.onSale(s, 100_000_000)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := s.Grab(context.Background(), i+1, v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkGrabWhileConsuming: admission as above while the consumer writes the orders into
 // MySQL on the same machine, as during a real sale.
 func BenchmarkGrabWhileConsuming(b *testing.B) {

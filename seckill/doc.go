@@ -1,4 +1,4 @@
-// Package seckill is the flash-sale flow: admission in Redis by one Lua script per grab,
+// Package seckill is the flash-sale flow: admission in Redis by a Lua script,
 // orders persisted asynchronously from a Redis Stream consumer group into the database, and
 // the recovery that keeps Redis and the database in agreement.
 //
@@ -7,9 +7,12 @@
 // Each seckill voucher has its own hash tag, so all its keys live in one Cluster slot and
 // every script declares them in KEYS (see [Keys]): a meta hash (sale window, on/off), the
 // stock, the buyers (user -> order id) and the orders stream. [Service.Grab] draws an order id
-// from idgen and runs lua/seckill_grab.lua, which checks everything — ready, window, one order
-// per user, stock — before its first write, then appends the order to the stream, records the
-// buyer and decrements the stock. A missing key is "not ready", never "sold out": the grab
+// from idgen and runs lua/seckill_grab.lua, together with the grabs of the same voucher that
+// are waiting at that moment (one call admits many users; at low load a grab goes alone and
+// at once). For each user the script checks window, one order per user and stock, records the
+// buyer and appends the order to the stream; the stock is decremented once per call, and
+// every check that can fail comes before the call's first write. A missing key is "not
+// ready", never "sold out": the grab
 // triggers a rebuild from the database ([Service.Warm]) and the client retries.
 //
 // # Persistence

@@ -363,7 +363,7 @@ func TestRetriedGrabIsIdempotent(t *testing.T) {
 		keys := []string{k.Meta, k.Stock, k.Buyers, k.Orders}
 		now := time.Now().UnixMilli()
 		for i := 0; i < 2; i++ {
-			res, err := lua.SeckillGrab.Run(ctx, rdb, keys, 42, 777, now).Slice()
+			res, err := lua.SeckillGrab.Run(ctx, rdb, keys, now, 42, 777).Slice()
 			if err != nil || res[0].(int64) != 0 || res[1].(int64) != 4 {
 				t.Fatalf("call %d: %v %v, want admitted with 4 left", i, res, err)
 			}
@@ -371,7 +371,7 @@ func TestRetriedGrabIsIdempotent(t *testing.T) {
 		if n := rdb.XLen(ctx, k.Orders).Val(); n != 1 {
 			t.Fatalf("%d stream entries, want 1", n)
 		}
-		res, err := lua.SeckillGrab.Run(ctx, rdb, keys, 42, 778, now).Slice()
+		res, err := lua.SeckillGrab.Run(ctx, rdb, keys, now, 42, 778).Slice()
 		if err != nil || res[0].(int64) != 5 || res[1] != "777" {
 			t.Fatalf("a new grab by the same user: %v %v, want already purchased (777)", res, err)
 		}

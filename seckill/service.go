@@ -21,7 +21,6 @@ import (
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/voucher"
 	"github.com/surgekit/surge/idgen"
-	"github.com/surgekit/surge/internal/autopipe"
 	"github.com/surgekit/surge/lock"
 )
 
@@ -44,8 +43,9 @@ type Options struct {
 	// Dialect is the database's ent dialect: "mysql" or "sqlite3". ("mysql")
 	Dialect   string
 	RateLimit RateLimit
-	// Pipelines is how many pipelines of admission calls may be in flight at once: concurrent
-	// grabs are sent together, one round trip per batch. < 0 sends each grab on its own. (2)
+	// Pipelines is how many batches of admission calls may be in flight at once: concurrent
+	// grabs are sent together, one script call per voucher and one round trip per batch.
+	// < 0 sends each grab on its own. (2)
 	Pipelines int
 	// Clock gives the time grabs are judged at (the sale window). (time.Now)
 	Clock  func() time.Time
@@ -129,7 +129,7 @@ type Service struct {
 	limit *limiter
 	log   *slog.Logger
 	m     *metrics
-	pipe  *autopipe.Pipeliner // nil: one call per grab
+	batch *batcher // nil: one call per grab
 
 	warms    singleflight.Group
 	infoMu   sync.Mutex
@@ -190,7 +190,7 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 		info:  map[int]voucherInfo{},
 	}
 	if o.Pipelines > 0 && o.Strategy == StrategyLua {
-		s.pipe = autopipe.New(rdb, o.Pipelines, 256)
+		s.batch = newBatcher(s, o.Pipelines)
 	}
 	return s, nil
 }
@@ -204,8 +204,8 @@ func (s *Service) Close() error {
 	s.closed = true
 	s.closedMu.Unlock()
 	s.bg.Wait()
-	if s.pipe != nil {
-		s.pipe.Close()
+	if s.batch != nil {
+		s.batch.close()
 	}
 	return errors.Join(s.ids.Close(), s.locks.Close())
 }
@@ -286,9 +286,7 @@ func (s *Service) grabLua(ctx context.Context, userID, voucherID int) (Admission
 	if err != nil {
 		return Admission{}, fmt.Errorf("seckill: order id: %w", err)
 	}
-	k := s.keys(voucherID)
-	keys := []string{k.Meta, k.Stock, k.Buyers, k.Orders}
-	res, err := s.admit(ctx, keys, userID, orderID, s.opts.Clock().UnixMilli())
+	res, err := s.admit(ctx, voucherID, userID, orderID)
 	if err != nil {
 		return Admission{}, fmt.Errorf("seckill: admission script: %w", err)
 	}

@@ -231,7 +231,7 @@ func runDrain(ctx context.Context, args []string, out *output) error {
 	for i := 0; i < len(drows); i += 1000 {
 		cmds, err := a.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, r := range drows[i:min(i+1000, len(drows))] {
-				lua.SeckillGrab.EvalSha(ctx, p, keys, r.user, r.id, r.at)
+				lua.SeckillGrab.EvalSha(ctx, p, keys, r.at, r.user, r.id)
 			}
 			return nil
 		})

@@ -68,7 +68,7 @@ func seckillBaseline(ctx context.Context, st *stateAccess, cfg app.Config, n int
 		args = append(args, "-a", cfg.RedisPassword, "--no-auth-warning")
 	}
 	args = append(args, "-c", "50", "-n", strconv.Itoa(n), "-r", "100000000", "--csv",
-		"EVALSHA", sha, "4", k.Meta, k.Stock, k.Buyers, k.Orders, "__rand_int__", "281474976710657", strconv.FormatInt(now, 10))
+		"EVALSHA", sha, "4", k.Meta, k.Stock, k.Buyers, k.Orders, strconv.FormatInt(now, 10), "__rand_int__", "281474976710657")
 	cmdline = "redis-benchmark " + strings.Join(args, " ")
 	if cfg.RedisPassword != "" {
 		cmdline = strings.Replace(cmdline, cfg.RedisPassword, "***", 1)

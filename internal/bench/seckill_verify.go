@@ -43,13 +43,43 @@ type verifyInput struct {
 	outcomes      Outcomes
 	dupAdmissions int64
 	drainTimeout  time.Duration
+	drained       *drainResult // the caller's wait for the stream to drain, if it waited
 }
 
 // testHookAfterDrain, when set (by tests), runs after the stream drained and before the checks:
 // it can tamper with the state to prove the checks fail.
 var testHookAfterDrain func(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, prefix string, voucherID int)
 
-// verify waits (bounded) for the voucher's order stream to drain, then checks the invariants
+// drainResult is how waiting for a voucher's order stream to empty ended.
+type drainResult struct {
+	left int64 // entries still queued
+	took time.Duration
+	err  error
+}
+
+// waitDrained waits until the voucher's order stream is empty, at most timeout.
+func waitDrained(ctx context.Context, st *stateAccess, voucherID int, timeout time.Duration) *drainResult {
+	k := seckill.KeysOf(st.prefix, voucherID)
+	start := time.Now()
+	deadline := start.Add(timeout)
+	d := &drainResult{}
+	for {
+		n, err := st.rdb.XLen(ctx, k.Orders).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			d.err = err
+			break
+		}
+		d.left = n
+		if n == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.took = time.Since(start)
+	return d
+}
+
+// verify waits (bounded, unless the caller already did) for the voucher's order stream to drain, then checks the invariants
 // in Redis and the database.
 func verify(ctx context.Context, st *stateAccess, in verifyInput) Verification {
 	v := Verification{InitialStock: in.initial, Violations: []string{}}
@@ -58,22 +88,14 @@ func verify(ctx context.Context, st *stateAccess, in verifyInput) Verification {
 	k := seckill.KeysOf(st.prefix, in.voucherID)
 
 	if st.lua {
-		start := time.Now()
-		deadline := start.Add(in.drainTimeout)
-		for {
-			n, err := st.rdb.XLen(ctx, k.Orders).Result()
-			if err != nil && !errors.Is(err, redis.Nil) {
-				bad("reading the order stream: %v", err)
-				break
-			}
-			v.StreamLeft = n
-			if n == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		d := in.drained
+		if d == nil {
+			d = waitDrained(ctx, st, in.voucherID, in.drainTimeout)
 		}
-		v.DrainMS = ms(time.Since(start))
-		if v.StreamLeft > 0 {
+		v.StreamLeft, v.DrainMS = d.left, ms(d.took)
+		if d.err != nil {
+			bad("reading the order stream: %v", d.err)
+		} else if v.StreamLeft > 0 {
 			bad("the order stream did not drain within %v: %d orders still queued", in.drainTimeout, v.StreamLeft)
 		}
 	}

@@ -1,0 +1,126 @@
+package seckill_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/internal/testenv"
+	"github.com/surgekit/surge/lua"
+	"github.com/surgekit/surge/seckill"
+)
+
+// TestScriptAdmitsABatch: one script call with several grabs answers each in order, as if
+// they had run one after the other: a repeated user is told its first order, the stock runs
+// out part-way, and a resent grab (same order id) is answered "admitted" again.
+func TestScriptAdmitsABatch(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		e := newEnv(t, rdb)
+		ctx := context.Background()
+		s := e.service(seckill.Options{})
+		v := e.onSale(s, 2)
+		k := seckill.KeysOf(e.prefix, v)
+		keys := []string{k.Meta, k.Stock, k.Buyers, k.Orders}
+		now := time.Now().UnixMilli()
+		res, err := lua.SeckillGrab.Run(ctx, rdb, keys, now, 1, 101, 2, 102, 1, 103, 3, 104, 2, 102, 1, 101).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []any{int64(0), int64(1), int64(0), int64(0), int64(5), "101", int64(4), int64(0), int64(0), int64(0), int64(0), int64(0)}
+		if fmt.Sprint(res) != fmt.Sprint(want) {
+			t.Fatalf("answers %v, want %v", res, want)
+		}
+		if n := rdb.XLen(ctx, k.Orders).Val(); n != 2 {
+			t.Fatalf("%d stream entries, want 2", n)
+		}
+		if st := rdb.Get(ctx, k.Stock).Val(); st != "0" {
+			t.Fatalf("stock %s, want 0", st)
+		}
+		if b := rdb.HGetAll(ctx, k.Buyers).Val(); len(b) != 2 || b["1"] != "101" || b["2"] != "102" {
+			t.Fatalf("buyers %v", b)
+		}
+		before := snapshot(t, rdb, k)
+		for _, args := range [][]any{{now}, {now, 5}, {now, 5, 105, 6}} {
+			if _, err := lua.SeckillGrab.Run(ctx, rdb, keys, args...).Slice(); err == nil {
+				t.Fatalf("arguments %v accepted", args)
+			}
+		}
+		if after := snapshot(t, rdb, k); after != before {
+			t.Fatalf("refused calls changed Redis:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+}
+
+// TestConcurrentGrabsShareScriptCalls: grabs of many goroutines on three vouchers (one of them
+// not on sale yet) go out in fewer script calls than grabs, and every caller gets its own
+// answer: the order id it was told is the one Redis recorded for it, each open voucher admits
+// exactly its stock, and the later one admits nobody.
+func TestConcurrentGrabsShareScriptCalls(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		e := newEnv(t, rdb)
+		ctx := context.Background()
+		const stock, users = 40, 150
+		ids := e.users(users)
+		s := e.service(seckill.Options{Pipelines: 1})
+		open := []int{e.onSale(s, stock), e.onSale(s, stock)}
+		later := e.voucherWindow(stock, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+		if err := s.Warm(ctx, later); err != nil {
+			t.Fatal(err)
+		}
+		type answer struct {
+			user, voucher int
+			a             seckill.Admission
+			err           error
+		}
+		answers := make(chan answer, 3*users)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, u := range ids {
+			for _, v := range []int{open[0], open[1], later} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					a, err := s.Grab(ctx, u, v)
+					answers <- answer{u, v, a, err}
+				}()
+			}
+		}
+		close(start)
+		wg.Wait()
+		close(answers)
+		admitted := map[int]int{}
+		for a := range answers {
+			switch {
+			case a.voucher == later:
+				if !errors.Is(a.err, seckill.ErrNotStarted) {
+					t.Errorf("user %d on the later voucher: %v, want ErrNotStarted", a.user, a.err)
+				}
+			case a.err == nil:
+				admitted[a.voucher]++
+				got := rdb.HGet(ctx, seckill.KeysOf(e.prefix, a.voucher).Buyers, strconv.Itoa(a.user)).Val()
+				if got != strconv.FormatInt(a.a.OrderID, 10) {
+					t.Errorf("user %d was told order %d, Redis has %q", a.user, a.a.OrderID, got)
+				}
+			case !errors.Is(a.err, seckill.ErrSoldOut):
+				t.Errorf("user %d on voucher %d: %v", a.user, a.voucher, a.err)
+			}
+		}
+		for _, v := range open {
+			if admitted[v] != stock {
+				t.Errorf("voucher %d admitted %d, want %d", v, admitted[v], stock)
+			}
+		}
+		if calls := seckill.AdmissionCalls(s); calls >= 3*users {
+			t.Errorf("%d script calls for %d grabs: no batching", calls, 3*users)
+		} else {
+			t.Logf("%d script calls for %d grabs", calls, 3*users)
+		}
+	})
+}
