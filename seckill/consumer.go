@@ -113,6 +113,16 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 	var lastClaim time.Time
 	claimCursor := "0-0"
 	retryOwn := false // an outage left entries pending here
+	acks := s.startAcker(ctx, voucherID)
+	defer acks.stop()
+	// While a full batch is being written, the next one is read (no BLOCK), so Redis and the
+	// database work at the same time; a prefetched batch is pending here like any other.
+	var prefetched chan readResult
+	defer func() {
+		if prefetched != nil {
+			<-prefetched // its entries stay pending here and are claimed later, as after a crash
+		}
+	}()
 	for ctx.Err() == nil {
 		if !s.waitForDatabase(ctx) {
 			return
@@ -130,10 +140,15 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 				s.forgetConsumers(ctx, voucherID)
 			}
 		}
-		streams, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-			Group: s.opts.Group, Consumer: s.opts.Consumer, Streams: []string{k.Orders, ">"},
-			Count: int64(s.opts.BatchSize), Block: block,
-		}).Result()
+		var streams []redis.XStream
+		var err error
+		if prefetched != nil {
+			r := <-prefetched
+			prefetched = nil
+			streams, err = r.streams, r.err
+		} else {
+			streams, err = s.readNew(ctx, k.Orders, block)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -155,11 +170,37 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 			continue
 		}
 		for _, st := range streams {
-			if s.persist(ctx, voucherID, st.Messages) {
+			if len(st.Messages) == s.opts.BatchSize && prefetched == nil {
+				prefetched = make(chan readResult, 1)
+				go func(out chan<- readResult) {
+					streams, err := s.readNew(ctx, k.Orders, -1)
+					out <- readResult{streams, err}
+				}(prefetched)
+			}
+			if s.persist(ctx, voucherID, st.Messages, acks) {
 				retryOwn = true
 			}
 		}
+		if retryOwn && prefetched != nil {
+			// Not written now: the database is down; retryOwn reads them again from the
+			// pending list once it is back.
+			<-prefetched
+			prefetched = nil
+		}
 	}
+}
+
+type readResult struct {
+	streams []redis.XStream
+	err     error
+}
+
+// readNew reads the next batch of new entries for this consumer; block < 0: no BLOCK.
+func (s *Service) readNew(ctx context.Context, stream string, block time.Duration) ([]redis.XStream, error) {
+	return s.opts.StreamClient.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: s.opts.Group, Consumer: s.opts.Consumer, Streams: []string{stream, ">"},
+		Count: int64(s.opts.BatchSize), Block: block,
+	}).Result()
 }
 
 // retryOwn persists the entries pending with this consumer.
@@ -172,7 +213,7 @@ func (s *Service) retryOwn(ctx context.Context, voucherID int) {
 		return
 	}
 	for _, st := range streams {
-		s.persist(ctx, voucherID, st.Messages)
+		s.persist(ctx, voucherID, st.Messages, nil)
 	}
 }
 
@@ -234,7 +275,7 @@ func (s *Service) claim(ctx context.Context, voucherID int, cursor string) strin
 			retry = append(retry, m)
 		}
 	}
-	s.persist(ctx, voucherID, retry)
+	s.persist(ctx, voucherID, retry, nil)
 	return next
 }
 
@@ -254,12 +295,13 @@ func (s *Service) forgetConsumers(ctx context.Context, voucherID int) {
 	}
 }
 
-// persist writes a batch of entries to the database and settles what was written. A batch
+// persist writes a batch of entries to the database and settles what was written (with acks,
+// acknowledging it in the background). A batch
 // that fails is retried entry by entry, so one bad entry does not hold up the others; entries
 // that still fail stay pending, to be claimed again later and dead-lettered eventually. If the
 // database itself is unreachable, nothing is retried: the reader waits for it, and persist
 // reports the outage.
-func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMessage) (outage bool) {
+func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMessage, acks *acker) (outage bool) {
 	if len(msgs) == 0 {
 		return false
 	}
@@ -277,15 +319,20 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 		return false
 	}
 	start := time.Now()
-	l, err := s.lockVoucher(ctx, voucherID)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("persisting orders", "voucher", voucherID, "err", err)
+	lctx := ctx
+	if s.opts.Dialect != "mysql" {
+		// MySQL serialises a batch commit with rebuilds and reconcile on the voucher's row
+		// lock (see writeBatch); SQLite has no row locks, so the voucher's lock does it.
+		l, err := s.lockVoucher(ctx, voucherID)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("persisting orders", "voucher", voucherID, "err", err)
+			}
+			return false
 		}
-		return false
+		defer l.Release(context.WithoutCancel(ctx))
+		lctx = l.Context()
 	}
-	defer l.Release(context.WithoutCancel(ctx))
-	lctx := l.Context()
 	done, sup, err := s.writeBatch(lctx, voucherID, orders)
 	var nm *notMine
 	if errors.As(err, &nm) {
@@ -315,6 +362,10 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 			done = append(done, d...)
 			sup = append(sup, su...)
 		}
+	}
+	if acks != nil {
+		acks.add(done)
+		done = nil
 	}
 	s.settle(context.WithoutCancel(ctx), voucherID, done, sup)
 	s.m.batches.Observe(time.Since(start).Seconds())
@@ -346,6 +397,41 @@ func (s *Service) stillMine(ctx context.Context, voucherID int, orders []order) 
 		}
 	}
 	return kept
+}
+
+// acker acknowledges a reader's persisted entries in the background, in order, so that the
+// XACK/XDEL of one batch overlaps the read and the insert of the next (Redis and the database
+// work at the same time). Until then the entries are both in the database and pending here,
+// the state a crash between commit and acknowledgement leaves: a rebuild settles such entries
+// first (settlePersisted) and reconcile counts them as persisted, so nothing depends on the
+// delay.
+type acker struct {
+	batches chan []order
+	done    chan struct{}
+}
+
+func (s *Service) startAcker(ctx context.Context, voucherID int) *acker {
+	a := &acker{batches: make(chan []order, 4), done: make(chan struct{})}
+	ctx = context.WithoutCancel(ctx) // persisted entries are acknowledged even while stopping
+	go func() {
+		defer close(a.done)
+		for done := range a.batches {
+			s.settle(ctx, voucherID, done, nil)
+		}
+	}()
+	return a
+}
+
+func (a *acker) add(done []order) {
+	if len(done) > 0 {
+		a.batches <- done
+	}
+}
+
+// stop acknowledges what is queued, then returns.
+func (a *acker) stop() {
+	close(a.batches)
+	<-a.done
 }
 
 // settle acknowledges and deletes persisted entries and resolves superseded ones. If Redis

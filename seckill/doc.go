@@ -26,11 +26,14 @@
 // voucher's dead-letter stream, its order is recorded FAILED
 // and its admission compensated (buyer removed, unit back on sale).
 //
-// Each batch commit and each rebuild serialise on the voucher's row lock in the database (the
-// consumer's stock UPDATE takes it and, holding it, checks its entries are still pending; a
+// Each batch commit and each rebuild serialise on the voucher's row lock in the database (a
+// batch's transaction takes it first and, holding it, checks its entries are still pending; a
 // rebuild holds SELECT ... FOR UPDATE until Redis is written), so that a rebuild sees every
-// order either in the database or in the stream, never in both or neither — also after a
-// Redis flush, which deletes the per-voucher Redis lock (package lock) both steps also take.
+// order either in the database or in the stream, never in neither — also after a Redis flush.
+// An entry can be in both for a moment: batches are acknowledged in the background (and the
+// next batch is read while one is written), so a rebuild first settles entries already in the
+// database. Rebuilds, stock changes and reconcile also take a per-voucher Redis lock (package
+// lock) among themselves; with SQLite, which has no row locks, batch commits take it too.
 //
 // # The simple strategy
 //

@@ -88,6 +88,16 @@ func (s *Service) writeBatch(ctx context.Context, voucherID int, orders []order)
 			_ = tx.Rollback()
 		}
 	}()
+	if s.opts.Dialect == "mysql" {
+		// The voucher's row lock first: the insert's foreign-key check would otherwise take a
+		// shared lock on the row that the stock update below must upgrade, and two transactions
+		// doing that (another consumer, a rebuild's SELECT ... FOR UPDATE) deadlock.
+		rows, err := tx.QueryContext(ctx, "SELECT id FROM vouchers WHERE id = ? FOR UPDATE", voucherID)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows.Close()
+	}
 	now := time.Now().UTC()
 	var q strings.Builder
 	q.WriteString("INSERT INTO tb_voucher_order (id, created_at, updated_at, user_id, voucher_id, status, slot) VALUES ")
@@ -131,7 +141,7 @@ func (s *Service) writeBatch(ctx context.Context, voucherID int, orders []order)
 		} else if n != 1 {
 			return nil, nil, errStockGuard
 		}
-		// Holding the voucher's row lock now, make sure the entries are still pending here: if
+		// Holding the voucher's row lock, make sure the entries are still pending here: if
 		// Redis lost the stream meanwhile, a rebuild has counted without them (it reads under
 		// the same row lock), and an entry another consumer claimed is that one's to write.
 		if mine := s.stillMine(ctx, voucherID, orders); len(mine) != len(orders) {

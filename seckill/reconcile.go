@@ -213,7 +213,7 @@ func (s *Service) reconcileOne(ctx context.Context, id int, o ReconcileOptions) 
 	}
 	defer l.Release(context.WithoutCancel(ctx))
 	lctx := l.Context()
-	r, err := s.inspect(lctx, id, o)
+	r, err := s.inspectHeld(lctx, id, o)
 	if err == nil && lctx.Err() != nil {
 		err = fmt.Errorf("lock on the voucher lost during the check: %w", context.Cause(lctx))
 	}
@@ -235,7 +235,7 @@ func (s *Service) reconcileOne(ctx context.Context, id int, o ReconcileOptions) 
 	if lctx.Err() != nil {
 		return r, fmt.Errorf("lock on the voucher lost during the fix: %w", context.Cause(lctx))
 	}
-	r2, err := s.inspect(lctx, id, o)
+	r2, err := s.inspectHeld(lctx, id, o)
 	if err == nil && lctx.Err() != nil {
 		err = fmt.Errorf("lock on the voucher lost during the check: %w", context.Cause(lctx))
 	}
@@ -277,6 +277,18 @@ func toAny(ss []string) []any {
 type dbOrders struct {
 	live   map[int]int64                 // user -> live order holding the slot
 	status map[int64]seckillorder.Status // every order id of the voucher
+}
+
+// inspectHeld inspects a voucher holding its row lock as well, so that no batch commits
+// during the snapshot: consumers serialise on that row lock (with MySQL they do not take the
+// voucher's Redis lock). It is released before a fix, whose rebuild takes it again.
+func (s *Service) inspectHeld(ctx context.Context, id int, o ReconcileOptions) (VoucherReport, error) {
+	release, err := s.lockRow(ctx, id)
+	if err != nil {
+		return VoucherReport{VoucherID: id}, err
+	}
+	defer release()
+	return s.inspect(ctx, id, o)
 }
 
 // inspect checks one voucher; the caller holds its lock.

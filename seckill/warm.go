@@ -16,7 +16,9 @@ import (
 	"github.com/surgekit/surge/lua"
 )
 
-// lockVoucher takes the voucher's lock, waiting for a batch commit or another rebuild.
+// lockVoucher takes the voucher's lock, waiting for another rebuild, stock change or
+// reconcile (and, with SQLite, a batch commit; with MySQL batch commits serialise with those
+// on the voucher's row lock, lockRow).
 func (s *Service) lockVoucher(ctx context.Context, voucherID int) (*lock.Lock, error) {
 	l, err := s.locks.Obtain(ctx, s.lockName(voucherID), lock.LockOptions{Wait: -1})
 	if err != nil {
@@ -144,7 +146,7 @@ func (s *Service) lockRow(ctx context.Context, voucherID int) (release func(), e
 }
 
 // settlePersisted acknowledges and deletes the stream entries whose order is already in the
-// database. The caller holds the voucher's lock, so no commit happens meanwhile.
+// database. The caller holds the voucher's row lock, so no commit happens meanwhile.
 func (s *Service) settlePersisted(ctx context.Context, voucherID int) error {
 	k := s.keys(voucherID)
 	start := "-"
@@ -223,9 +225,9 @@ func (s *Service) ensureGroup(ctx context.Context, rdb redis.UniversalClient, st
 }
 
 // Guard runs a change to a voucher's row (stock, window, status) under the voucher's lock and
-// then warms Redis with the result, so the stream consumer commits nothing in between and the
-// Redis stock is the new database stock minus the orders still queued. For a voucher that is
-// not a seckill voucher it just runs change.
+// then warms Redis with the result: the Redis stock becomes the new database stock minus the
+// orders still queued (read under the row lock, so a batch committed in between is counted
+// once). For a voucher that is not a seckill voucher it just runs change.
 func (s *Service) Guard(ctx context.Context, voucherID int, change func(ctx context.Context) error) error {
 	if s.opts.Strategy == StrategySync {
 		return change(ctx)
