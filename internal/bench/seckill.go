@@ -30,7 +30,9 @@ SECKILL voucher (stock -stock, window open now), then -users × -attempts grabs 
 -inprocess builds the app in this process (app.New: real Redis and MySQL from the config flags,
 or with none given the embedded default, miniredis + SQLite in a temporary directory) in dev
 mode and with no per-user rate limit (unless -rate), and calls the service API: auth login,
-Catalog.CreateVoucher + Seckill.Warm, Seckill.Grab; its stream consumer persists the orders.
+Catalog.CreateVoucher + Seckill.Warm, Seckill.Grab; its stream consumer persists the orders,
+during the grabs or, with -consume-after, once they are done (admission alone: the stream
+absorbs the surge, as when the consumers run elsewhere or fall behind).
 -target sends GraphQL over HTTP (sendLoginCode/login, createVoucher as -admin-phone or
 -admin-token, seckillVoucher) round-robin over the URLs; the servers must run in dev mode
 (SURGE_MODE=dev) so sendLoginCode returns the code. To verify, the tool reads Redis and MySQL
@@ -104,6 +106,7 @@ type SeckillResult struct {
 	Redis       string   `json:"redis"`
 	Database    string   `json:"database"`
 	Strategy    string   `json:"strategy"`
+	Consumer    string   `json:"consumer"` // during (the grabs), after (-consume-after) or servers
 	Prefix      string   `json:"seckill_prefix"`
 	Run         string   `json:"run"`
 	Users       int      `json:"users"`
@@ -138,6 +141,7 @@ type seckillOpts struct {
 	duration, timeout, drainTimeout                time.Duration
 	report, cpuprofile                             string
 	noBaseline, noVerify, inprocess, keep          bool
+	consumeAfter                                   bool
 	baselineN                                      int
 	targets                                        []string
 	adminPhone, adminToken                         string
@@ -181,6 +185,7 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 	fs.IntVar(&o.baselineN, "baseline-n", 150_000, "requests of each redis-benchmark run (~3 s at 50k/s)")
 	fs.BoolVar(&o.noVerify, "no-verify", false, "HTTP mode: skip the checks in Redis and MySQL (no access to them)")
 	fs.BoolVar(&o.inprocess, "inprocess", false, "run the service in this process instead of targeting servers")
+	fs.BoolVar(&o.consumeAfter, "consume-after", false, "-inprocess: start the order consumer after the grabs, not during them (admission alone, as when the consumers run elsewhere or lag behind the surge)")
 	fs.Var(&targets, "target", "server URL(s), comma-separated or repeated: grabs are spread round-robin")
 	fs.StringVar(&o.adminPhone, "admin-phone", app.DevAdminPhone, "HTTP mode: phone of an admin (SURGE_ADMIN_PHONES of the servers) to create the voucher")
 	fs.StringVar(&o.adminToken, "admin-token", "", "HTTP mode: an admin's session token instead of logging in as -admin-phone (a phone gets 1 code per 60 s, 10 per day)")
@@ -212,6 +217,8 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 		return errors.New("bench seckill: -concurrency and -login-concurrency in [1, 10000]")
 	case o.timeout <= 0 || o.drainTimeout <= 0 || o.duration < 0:
 		return errors.New("bench seckill: -timeout and -drain-timeout must be positive, -duration not negative")
+	case o.consumeAfter && !o.inprocess:
+		return errors.New("bench seckill: -consume-after needs -inprocess (the servers run their own consumers)")
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -222,10 +229,13 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 
 	var tg seckillTarget
 	if o.inprocess {
-		res.Mode = "inprocess"
+		res.Mode, res.Consumer = "inprocess", "during"
+		if o.consumeAfter {
+			res.Consumer = "after"
+		}
 		tg, err = newInprocess(ctx, cfg, o, out)
 	} else {
-		res.Mode = "http"
+		res.Mode, res.Consumer = "http", "servers"
 		res.Targets = o.targets
 		tg, err = newHTTPTarget(ctx, cfg, o)
 	}
@@ -236,8 +246,8 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 	res.Redis, res.Database = tg.describe()
 	st := tg.state() // nil: no access to Redis and MySQL
 
-	out.printf("seckill (%s): %d users × %d attempts, concurrency %d, stock %d, strategy %s, Redis %s, database %s\n",
-		res.Mode, o.users, o.attempts, o.concurrency, o.stock, res.Strategy, res.Redis, res.Database)
+	out.printf("seckill (%s): %d users × %d attempts, concurrency %d, stock %d, strategy %s, consumer %s, Redis %s, database %s\n",
+		res.Mode, o.users, o.attempts, o.concurrency, o.stock, res.Strategy, res.Consumer, res.Redis, res.Database)
 
 	// Users: distinct phones of this run, logged in through the real path.
 	users, err := loginAll(ctx, tg, run, o, out, res)
@@ -303,6 +313,9 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 	ld := fire(ctx, tg, users, vid, o, out)
 	if stopProfile != nil {
 		stopProfile()
+	}
+	if ip, ok := tg.(*inprocess); ok {
+		ip.startConsumer(ctx) // -consume-after: now
 	}
 	ld.fill(res)
 	out.printf("  %d grabs in %.0f ms: %.0f grabs/s; latency ms p50 %.3f p90 %.3f p99 %.3f max %.3f\n",

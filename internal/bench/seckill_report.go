@@ -15,7 +15,7 @@ import (
 // the verification and the baseline ratio.
 func writeReport(path string, res *SeckillResult, ld *load) error {
 	cfg, _ := json.MarshalIndent(map[string]any{
-		"mode": res.Mode, "targets": res.Targets, "redis": res.Redis, "database": res.Database, "strategy": res.Strategy,
+		"mode": res.Mode, "targets": res.Targets, "redis": res.Redis, "database": res.Database, "strategy": res.Strategy, "consumer": res.Consumer,
 		"prefix": res.Prefix, "users": res.Users, "attempts": res.Attempts, "concurrency": res.Concurrency,
 		"stock": res.Stock, "voucher": res.VoucherID, "run": res.Run,
 	}, "", "  ")
@@ -132,7 +132,7 @@ svg text{font-size:11px;fill:#444} rect.b{fill:#4a7bd0} rect.m{fill:#d07a4a} pol
 .o{display:inline-block;height:12px;background:#4a7bd0}
 </style></head><body>
 <h1>surge bench seckill — run {{.R.Run}}</h1>
-<p>Generated {{.Generated}}. Mode <b>{{.R.Mode}}</b>, strategy <b>{{.R.Strategy}}</b>, voucher {{.R.VoucherID}}.</p>
+<p>Generated {{.Generated}}. Mode <b>{{.R.Mode}}</b>, strategy <b>{{.R.Strategy}}</b>, consumer <b>{{.R.Consumer}}</b>, voucher {{.R.VoucherID}}.</p>
 <h2>Result</h2>
 <p>{{if .R.OK}}<span class="ok">Invariants hold.</span>{{else}}<span class="bad">Invariants violated.</span>{{end}}</p>
 <table>

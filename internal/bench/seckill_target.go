@@ -125,9 +125,9 @@ func newInprocess(ctx context.Context, cfg app.Config, o seckillOpts, out *outpu
 		return nil, err
 	}
 	t.a = a
-	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	t.stopCons, t.consDone = stop, make(chan struct{})
-	go func() { defer close(t.consDone); _ = a.Seckill.RunConsumer(cctx) }()
+	if !o.consumeAfter {
+		t.startConsumer(ctx)
+	}
 	t.st = &stateAccess{rdb: a.Redis, db: a.DB.SQL, dialect: a.DB.Dialect, prefix: cfg.SeckillPrefix,
 		lua: cfg.SeckillStrategy == "lua", realRedis: len(cfg.RedisAddrs) > 0, password: cfg.RedisPassword}
 	return t, nil
@@ -199,6 +199,16 @@ func (t *inprocess) endSale(ctx context.Context, voucherID int, keep bool) error
 	lk := "lock:{" + t.cfg.SeckillPrefix + ":" + strconv.Itoa(voucherID) + "}"
 	return errors.Join(err, unlink(ctx, t.a.Redis, k.Meta, k.Stock, k.Buyers, k.Orders, k.Dead, lk, lk+":fence"),
 		t.a.Redis.ZRem(ctx, t.cfg.SeckillPrefix+":vouchers", strconv.Itoa(voucherID)).Err())
+}
+
+// startConsumer runs the app's stream consumer until stopConsumer (once).
+func (t *inprocess) startConsumer(ctx context.Context) {
+	if t.stopCons != nil {
+		return
+	}
+	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	t.stopCons, t.consDone = stop, make(chan struct{})
+	go func() { defer close(t.consDone); _ = t.a.Seckill.RunConsumer(cctx) }()
 }
 
 func (t *inprocess) stopConsumer() {

@@ -122,9 +122,11 @@ func TestSeckillInprocess(t *testing.T) {
 		name                   string
 		users, attempts, stock int
 		baseline               bool
+		consumeAfter           bool
 	}{
-		{"sellout", 300, 2, 100, true},
-		{"stock>=users", 200, 1, 250, false},
+		{"sellout", 300, 2, 100, true, false},
+		{"stock>=users", 200, 1, 250, false, false},
+		{"consume-after", 200, 1, 250, false, true},
 	}
 	for _, tg := range targets {
 		for _, tc := range cases {
@@ -137,6 +139,10 @@ func TestSeckillInprocess(t *testing.T) {
 				if !tc.baseline {
 					args = append(args, "-no-baseline")
 				}
+				consumer := "during"
+				if tc.consumeAfter {
+					args, consumer = append(args, "-consume-after"), "after"
+				}
 				report := filepath.Join(t.TempDir(), "r.html")
 				args = append(args, "-report", report)
 				err, res, _ := runErr(t, args...)
@@ -144,6 +150,9 @@ func TestSeckillInprocess(t *testing.T) {
 					t.Fatal(err)
 				}
 				checkSeckill(t, res, tc.users, tc.attempts, tc.stock)
+				if res["consumer"] != consumer {
+					t.Errorf("consumer %v, want %s", res["consumer"], consumer)
+				}
 				if tc.baseline {
 					b := sub(t, res, "baseline")
 					if _, onPath := exec.LookPath("redis-benchmark"); onPath == nil && b["note"] == nil {
@@ -240,6 +249,7 @@ func TestSeckillUsage(t *testing.T) {
 		{"seckill", "-inprocess", "-target", "http://127.0.0.1:1"},
 		{"seckill", "-inprocess", "-users", "0"},
 		{"seckill", "-target", "ftp://x"},
+		{"seckill", "-target", "http://127.0.0.1:1", "-consume-after"}, // the servers consume
 		{"seckill", "-target", "http://127.0.0.1:1"}, // HTTP mode without Redis/MySQL to verify in
 		{"drain"}, // the embedded default is refused
 	} {
