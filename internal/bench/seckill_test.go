@@ -250,7 +250,7 @@ func TestSeckillUsage(t *testing.T) {
 		{"seckill", "-inprocess", "-users", "0"},
 		{"seckill", "-target", "ftp://x"},
 		{"seckill", "-target", "http://127.0.0.1:1", "-consume-after"}, // the servers consume
-		{"seckill", "-target", "http://127.0.0.1:1"}, // HTTP mode without Redis/MySQL to verify in
+		{"seckill", "-target", "http://127.0.0.1:1"},                   // HTTP mode without Redis/MySQL to verify in
 		{"drain"}, // the embedded default is refused
 	} {
 		var out, errb bytes.Buffer
