@@ -82,7 +82,8 @@ var (
 	// SeckillWarmCommit sets a voucher's window and stock (database stock minus the stream's
 	// backlog) and makes it ready.
 	SeckillWarmCommit = load("seckill_warm_commit.lua")
-	// SeckillAck acknowledges persisted orders and deletes them from the stream.
+	// SeckillAck acknowledges persisted orders and removes them from the stream (the settled
+	// prefix in one trim, the rest one by one).
 	SeckillAck = load("seckill_ack.lua")
 	// SeckillFail moves an order entry to the dead-letter stream and compensates its admission.
 	SeckillFail = load("seckill_fail.lua")

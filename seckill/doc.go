@@ -20,7 +20,8 @@
 // [Service.RunConsumer] runs one consumer per process in the group "orders" of every live
 // voucher stream: XREADGROUP in batches, one database transaction per batch (inserts that
 // ignore duplicates, the stock decremented by the rows inserted, guarded by stock >= n), then
-// XACK and XDEL, so a stream holds exactly the orders not yet in the database. Entries a dead
+// XACK and removal from the stream (one XTRIM MINID for the settled prefix, XDEL for the rest),
+// so a stream holds exactly the orders not yet in the database. Entries a dead
 // consumer left pending are claimed (XAUTOCLAIM) by any live one; an entry delivered more than
 // MaxDeliveries times that also failed to persist in the claiming process goes to the
 // voucher's dead-letter stream, its order is recorded FAILED
