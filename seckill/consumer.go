@@ -296,11 +296,10 @@ func (s *Service) forgetConsumers(ctx context.Context, voucherID int) {
 }
 
 // persist writes a batch of entries to the database and settles what was written (with acks,
-// acknowledging it in the background). A batch
-// that fails is retried entry by entry, so one bad entry does not hold up the others; entries
-// that still fail stay pending, to be claimed again later and dead-lettered eventually. If the
-// database itself is unreachable, nothing is retried: the reader waits for it, and persist
-// reports the outage.
+// acknowledging it in the background). A batch that fails is retried entry by entry, so one
+// bad entry does not hold up the others; entries that still fail stay pending, to be claimed
+// again later and dead-lettered eventually. If the database itself is unreachable, nothing is
+// retried: the reader waits for it, and persist reports the outage.
 func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMessage, acks *acker) (outage bool) {
 	if len(msgs) == 0 {
 		return false
