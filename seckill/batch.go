@@ -2,7 +2,6 @@ package seckill
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/surgekit/surge/internal/autopipe"
 	"github.com/surgekit/surge/lua"
 )
 
@@ -67,8 +67,7 @@ func (b *batcher) close() {
 // idempotent per order id).
 func (s *Service) admit(ctx context.Context, voucherID, userID int, orderID int64) ([]any, error) {
 	if s.batch == nil {
-		res, err := s.runGrab(ctx, s.grabKeys(voucherID), []any{s.opts.Clock().UnixMilli(), userID, orderID})
-		return res, err
+		return lua.SeckillGrab.Run(ctx, s.rdb, s.grabKeys(voucherID), s.opts.Clock().UnixMilli(), userID, orderID).Slice()
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -98,20 +97,9 @@ func (b *batcher) work() {
 	defer b.wg.Done()
 	batch := make([]*grabCall, 0, perFlush)
 	for {
-		select {
-		case c := <-b.reqs:
-			batch = append(batch[:0], c)
-		case <-b.quit:
+		var ok bool
+		if batch, ok = autopipe.Gather(b.reqs, b.quit, batch); !ok {
 			return
-		}
-	more:
-		for len(batch) < perFlush {
-			select {
-			case c := <-b.reqs:
-				batch = append(batch, c)
-			default:
-				break more
-			}
 		}
 		b.flush(batch)
 	}
@@ -156,7 +144,7 @@ func (b *batcher) flush(batch []*grabCall) {
 		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 			// Not cached on that node yet (first use, or a restart): Run loads it. The EVALSHA
 			// failed before running anything, so this is no retry of a grab.
-			res, err = b.s.runGrab(ctx, c.keys, c.args)
+			res, err = lua.SeckillGrab.Run(ctx, b.s.rdb, c.keys, c.args...).Slice()
 		}
 		if err == nil && len(res) != 2*len(c.grabs) {
 			err = fmt.Errorf("seckill: admission script answered %d values for %d grabs", len(res), len(c.grabs))
@@ -170,13 +158,4 @@ func (b *batcher) flush(batch []*grabCall) {
 			close(g.done)
 		}
 	}
-}
-
-// runGrab runs the admission script once (loading it if Redis lacks it).
-func (s *Service) runGrab(ctx context.Context, keys []string, args []any) ([]any, error) {
-	res, err := lua.SeckillGrab.Run(ctx, s.rdb, keys, args...).Slice()
-	if errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("seckill: admission script answered nothing")
-	}
-	return res, err
 }

@@ -147,7 +147,7 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 			prefetched = nil
 			streams, err = r.streams, r.err
 		} else {
-			streams, err = s.readNew(ctx, k.Orders, block)
+			streams, err = s.readGroup(ctx, k.Orders, ">", block)
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -173,7 +173,7 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 			if len(st.Messages) == s.opts.BatchSize && prefetched == nil {
 				prefetched = make(chan readResult, 1)
 				go func(out chan<- readResult) {
-					streams, err := s.readNew(ctx, k.Orders, -1)
+					streams, err := s.readGroup(ctx, k.Orders, ">", -1)
 					out <- readResult{streams, err}
 				}(prefetched)
 			}
@@ -195,20 +195,18 @@ type readResult struct {
 	err     error
 }
 
-// readNew reads the next batch of new entries for this consumer; block < 0: no BLOCK.
-func (s *Service) readNew(ctx context.Context, stream string, block time.Duration) ([]redis.XStream, error) {
+// readGroup reads a batch for this consumer from id on: ">" new entries, "0" its own pending
+// ones; block < 0 sends no BLOCK.
+func (s *Service) readGroup(ctx context.Context, stream, id string, block time.Duration) ([]redis.XStream, error) {
 	return s.opts.StreamClient.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: s.opts.Group, Consumer: s.opts.Consumer, Streams: []string{stream, ">"},
+		Group: s.opts.Group, Consumer: s.opts.Consumer, Streams: []string{stream, id},
 		Count: int64(s.opts.BatchSize), Block: block,
 	}).Result()
 }
 
 // retryOwn persists the entries pending with this consumer.
 func (s *Service) retryOwn(ctx context.Context, voucherID int) {
-	streams, err := s.opts.StreamClient.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: s.opts.Group, Consumer: s.opts.Consumer, Streams: []string{s.keys(voucherID).Orders, "0"},
-		Count: int64(s.opts.BatchSize),
-	}).Result()
+	streams, err := s.readGroup(ctx, s.keys(voucherID).Orders, "0", 0)
 	if err != nil {
 		return
 	}

@@ -92,11 +92,9 @@ func (s *Service) writeBatch(ctx context.Context, voucherID int, orders []order)
 		// The voucher's row lock first: the insert's foreign-key check would otherwise take a
 		// shared lock on the row that the stock update below must upgrade, and two transactions
 		// doing that (another consumer, a rebuild's SELECT ... FOR UPDATE) deadlock.
-		rows, err := tx.QueryContext(ctx, "SELECT id FROM vouchers WHERE id = ? FOR UPDATE", voucherID)
-		if err != nil {
+		if err := lockRowIn(ctx, tx, voucherID); err != nil {
 			return nil, nil, err
 		}
-		rows.Close()
 	}
 	now := time.Now().UTC()
 	var q strings.Builder

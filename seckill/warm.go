@@ -136,13 +136,20 @@ func (s *Service) lockRow(ctx context.Context, voucherID int) (release func(), e
 	if err != nil {
 		return nil, fmt.Errorf("seckill: locking voucher %d: %w", voucherID, err)
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT id FROM vouchers WHERE id = ? FOR UPDATE", voucherID)
-	if err != nil {
+	if err := lockRowIn(ctx, tx, voucherID); err != nil {
 		_ = tx.Rollback()
 		return nil, fmt.Errorf("seckill: locking voucher %d: %w", voucherID, err)
 	}
-	rows.Close()
 	return func() { _ = tx.Rollback() }, nil
+}
+
+// lockRowIn takes the voucher row's lock (MySQL) in tx, until tx ends.
+func lockRowIn(ctx context.Context, tx *ent.Tx, voucherID int) error {
+	rows, err := tx.QueryContext(ctx, "SELECT id FROM vouchers WHERE id = ? FOR UPDATE", voucherID)
+	if err != nil {
+		return err
+	}
+	return rows.Close()
 }
 
 // settlePersisted acknowledges and deletes the stream entries whose order is already in the

@@ -80,23 +80,33 @@ func (p *Pipeliner) work() {
 	defer p.wg.Done()
 	batch := make([]*call, 0, p.max)
 	for {
-		select {
-		case c := <-p.reqs:
-			batch = append(batch[:0], c)
-		case <-p.quit:
+		var ok bool
+		if batch, ok = Gather(p.reqs, p.quit, batch); !ok {
 			return
-		}
-	more:
-		for len(batch) < p.max {
-			select {
-			case c := <-p.reqs:
-				batch = append(batch, c)
-			default:
-				break more
-			}
 		}
 		p.flush(batch)
 	}
+}
+
+// Gather is this package's batching rule, for workers of other batchers too: it waits for one
+// request on reqs, then takes the requests already waiting, up to cap(buf), into buf (reused
+// from its start). ok is false once quit is closed.
+func Gather[T any](reqs <-chan T, quit <-chan struct{}, buf []T) (batch []T, ok bool) {
+	select {
+	case r := <-reqs:
+		batch = append(buf[:0], r)
+	case <-quit:
+		return buf[:0], false
+	}
+	for len(batch) < cap(buf) {
+		select {
+		case r := <-reqs:
+			batch = append(batch, r)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
 }
 
 func (p *Pipeliner) flush(batch []*call) {

@@ -79,8 +79,8 @@ func waitDrained(ctx context.Context, st *stateAccess, voucherID int, timeout ti
 	return d
 }
 
-// verify waits (bounded, unless the caller already did) for the voucher's order stream to drain, then checks the invariants
-// in Redis and the database.
+// verify waits (bounded, unless the caller already did) for the voucher's order stream to
+// drain, then checks the invariants in Redis and the database.
 func verify(ctx context.Context, st *stateAccess, in verifyInput) Verification {
 	v := Verification{InitialStock: in.initial, Violations: []string{}}
 	bad := func(format string, args ...any) { v.Violations = append(v.Violations, fmt.Sprintf(format, args...)) }
