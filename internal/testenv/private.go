@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -43,7 +45,7 @@ func StartRedis(t testing.TB, args ...string) *RedisServer {
 	r := &RedisServer{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: t.TempDir(), t: t}
 	r.argv = append([]string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", r.Dir}, args...)
 	r.Start()
-	t.Cleanup(r.Kill)
+	t.Cleanup(func() { r.Thaw(); r.Kill() })
 	return r
 }
 
@@ -102,6 +104,61 @@ func (r *RedisServer) signal(sig syscall.Signal) {
 		<-r.done
 	}
 	r.cmd = nil
+}
+
+// Freeze stops the server with SIGSTOP: it keeps its connections open and answers nothing,
+// the way a hung Redis (a long fork, a stalled VM, a paused container) behaves. Thaw resumes
+// it; cleanup thaws it before the kill.
+func (r *RedisServer) Freeze() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd != nil {
+		_ = r.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Thaw resumes a frozen server (SIGCONT). No-op if it runs.
+func (r *RedisServer) Thaw() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd != nil {
+		_ = r.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
+// Snapshot saves the dataset (SAVE) and keeps a copy of the RDB file under name; Restore
+// brings it back. Together they stand for a failover to a replica that lagged behind, or an
+// AOF that lost its tail: Redis comes back with an older state than its clients last saw.
+func (r *RedisServer) Snapshot(name string) {
+	r.t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer c.Close()
+	if err := c.Save(context.Background()).Err(); err != nil {
+		r.t.Fatalf("SAVE on %s: %v", r.Addr, err)
+	}
+	b, err := os.ReadFile(filepath.Join(r.Dir, "dump.rdb"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.Dir, "snapshot-"+name+".rdb"), b, 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// Restore kills the server and starts it again on the snapshot taken under name (a new
+// process: Redis's run_id changes, as on a failover). The server must not run with AOF.
+func (r *RedisServer) Restore(name string) {
+	r.t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.Dir, "snapshot-"+name+".rdb"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.Thaw()
+	r.Kill()
+	if err := os.WriteFile(filepath.Join(r.Dir, "dump.rdb"), b, 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	r.Start()
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
