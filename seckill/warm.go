@@ -81,12 +81,14 @@ func (s *Service) warmLocked(ctx context.Context, voucherID int, full bool) erro
 		return ErrNoSuchVoucher
 	}
 	k := s.keys(voucherID)
+	stale := false
 	if !full {
-		n, err := s.rdb.Exists(ctx, k.Meta, k.Stock).Result()
+		ready, current, err := s.saleState(ctx, voucherID)
 		if err != nil {
 			return fmt.Errorf("seckill: warming voucher %d: %w", voucherID, err)
 		}
-		full = n < 2
+		stale = ready && !current
+		full = !ready || stale
 	}
 	if err := s.ensureGroup(ctx, s.rdb, k.Orders); err != nil {
 		return err
@@ -121,7 +123,8 @@ func (s *Service) warmLocked(ctx context.Context, voucherID int, full bool) erro
 		return fmt.Errorf("seckill: registering voucher %d: %w", voucherID, err)
 	}
 	if full {
-		s.log.Info("voucher sale state rebuilt from the database", "voucher", voucherID, "db_stock", *v.Stock)
+		s.log.Info("voucher sale state rebuilt from the database", "voucher", voucherID, "db_stock", *v.Stock,
+			"redis_restarted", stale)
 	}
 	return nil
 }
@@ -152,46 +155,71 @@ func lockRowIn(ctx context.Context, tx *ent.Tx, voucherID int) error {
 	return rows.Close()
 }
 
-// settlePersisted acknowledges and deletes the stream entries whose order is already in the
-// database. The caller holds the voucher's row lock, so no commit happens meanwhile.
+// settlePersisted settles the stream entries whose order already stands in the database (see
+// traceOrders): persisted under its id or under another one, or recorded FAILED. The caller
+// holds the voucher's row lock, so no commit happens meanwhile. An entry whose id is another
+// order's is not settled: the consumer re-homes it.
 func (s *Service) settlePersisted(ctx context.Context, voucherID int) error {
 	k := s.keys(voucherID)
 	start := "-"
 	for {
-		msgs, err := s.rdb.XRangeN(ctx, k.Orders, start, "+", 500).Result()
+		msgs, err := s.rdb.XRangeN(ctx, k.Orders, start, "+", settlePage).Result()
 		if err != nil {
 			return fmt.Errorf("seckill: reading the queue of voucher %d: %w", voucherID, err)
 		}
 		if len(msgs) == 0 {
 			return nil
 		}
-		byOrder := map[int]string{}
-		ids := make([]int, 0, len(msgs))
+		orders := make([]order, 0, len(msgs))
 		for _, m := range msgs {
 			if o, err := parseEntry(m); err == nil {
-				byOrder[int(o.id)] = m.ID
-				ids = append(ids, int(o.id))
+				orders = append(orders, o)
 			}
 		}
-		saved, err := s.db.SeckillOrder.Query().
-			Where(seckillorder.IDIn(ids...), seckillorder.VoucherID(voucherID)).IDs(ctx)
-		if err != nil {
-			return fmt.Errorf("seckill: reading orders of voucher %d: %w", voucherID, err)
+		if err := s.settleStanding(ctx, voucherID, orders); err != nil {
+			return fmt.Errorf("seckill: settling persisted orders of voucher %d: %w", voucherID, err)
 		}
-		if len(saved) > 0 {
-			args := []any{s.opts.Group}
-			for _, id := range saved {
-				args = append(args, byOrder[id])
-			}
-			if err := lua.SeckillAck.Run(ctx, s.rdb, []string{k.Orders}, args...).Err(); err != nil {
-				return fmt.Errorf("seckill: settling persisted orders of voucher %d: %w", voucherID, err)
-			}
-		}
-		if len(msgs) < 500 {
+		if len(msgs) < settlePage {
 			return nil
 		}
 		start = "(" + msgs[len(msgs)-1].ID
 	}
+}
+
+// settlePage is how many stream entries settlePersisted reads at once.
+const settlePage = 500
+
+// settleStanding settles the orders that stand in the database, leaving the others queued.
+func (s *Service) settleStanding(ctx context.Context, voucherID int, orders []order) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	traces, err := s.traceOrders(ctx, s.db, voucherID, orders)
+	if err != nil {
+		return err
+	}
+	var st settlement
+	for i, o := range orders {
+		st.place(o, traces[i])
+	}
+	if st.empty() {
+		return nil
+	}
+	return s.settle(ctx, voucherID, st)
+}
+
+// saleState reports whether a voucher's sale state is ready in Redis, and current: rebuilt
+// under the running Redis process, not before a restart or a failover (see seckill_state.lua).
+func (s *Service) saleState(ctx context.Context, voucherID int) (ready, current bool, err error) {
+	k := s.keys(voucherID)
+	v, err := lua.SeckillState.Run(ctx, s.rdb, []string{k.Meta, k.Stock}).Int64Slice()
+	if err != nil {
+		return false, false, err
+	}
+	if len(v) != 2 {
+		return false, false, fmt.Errorf("seckill: state script answered %v", v)
+	}
+	return v[0] == 1, v[1] == 1, nil
 }
 
 // loadBuyers copies the voucher's live orders (user -> order) from the database into the
