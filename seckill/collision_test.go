@@ -3,6 +3,7 @@ package seckill_test
 import (
 	"context"
 	"database/sql"
+	"strconv"
 	"testing"
 	"time"
 
@@ -274,4 +275,41 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// TestSupersededOrderLeadsToTheFirst: Redis forgot a buyer whose order is persisted (its
+// buyers hash lost them) and admitted the user again. The database keeps the first order and
+// the unit goes back on sale; the second id the user was told leads to the first order, and a
+// new grab names it.
+func TestSupersededOrderLeadsToTheFirst(t *testing.T) {
+	e := newEnv(t, testenv.Redis(t))
+	ctx := context.Background()
+	const stock = 10
+	users := e.users(2)
+	reg := prometheus.NewRegistry()
+	s := e.service(seckill.Options{Registerer: reg})
+	v := e.onSale(s, stock)
+	e.consume(s)
+	l := &ledger{}
+	grabAll(t, s, v, users, l)
+	e.drained(v, 20*time.Second)
+	k := seckill.KeysOf(e.prefix, v)
+	if err := e.rdb.HDel(ctx, k.Buyers, strconv.Itoa(users[0])).Err(); err != nil {
+		t.Fatal(err)
+	}
+	grabAll(t, s, v, users[:1], l)
+	if len(l.told) != 3 {
+		t.Fatalf("told %+v, want the forgotten buyer admitted again", l.told)
+	}
+	e.drained(v, 20*time.Second)
+	first, second := l.told[0], l.told[2]
+	o, err := s.Order(ctx, first.user, second.order)
+	if err != nil || o == nil || int64(o.ID) != first.order {
+		t.Fatalf("order(%d), the second id: %+v %v, want the first order %d", second.order, o, err, first.order)
+	}
+	if got := counter(t, reg, "surge_seckill_orders_superseded_total"); got != 1 {
+		t.Fatalf("superseded orders counted: %v, want 1", got)
+	}
+	checkTold(t, e, s, v, stock, l)
+	e.reconciled(s, v)
 }

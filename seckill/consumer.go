@@ -19,16 +19,19 @@ import (
 // RunConsumer persists admitted orders until ctx ends: every second it lists the vouchers
 // warmed into Redis and keeps one reader per voucher whose sale is on (or ended less than
 // Linger ago) or whose stream still holds orders. Run it in every server process: the
-// readers of all processes share each stream's consumer group. It returns nil when ctx ends.
+// readers of all processes share each stream's consumer group. Every second it also rebuilds
+// the vouchers whose state Redis holds from before a restart or failover (see saleState). It
+// returns nil when ctx ends.
 func (s *Service) RunConsumer(ctx context.Context) error {
 	if s.opts.Strategy == StrategySync {
 		<-ctx.Done()
 		return nil
 	}
 	var (
-		mu      sync.Mutex
-		running = map[int]bool{}
-		wg      sync.WaitGroup
+		mu         sync.Mutex
+		running    = map[int]bool{}
+		rebuilding = map[int]bool{}
+		wg         sync.WaitGroup
 	)
 	defer wg.Wait()
 	tick := time.NewTicker(time.Second)
@@ -38,20 +41,27 @@ func (s *Service) RunConsumer(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("listing seckill vouchers", "err", err)
 		}
-		for _, v := range live {
+		// once runs fn for voucher v in the background unless it runs already.
+		once := func(busy map[int]bool, v int, fn func()) {
 			mu.Lock()
-			start := !running[v]
-			running[v] = true
+			start := !busy[v]
+			busy[v] = true
 			mu.Unlock()
 			if start {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					s.readVoucher(ctx, v)
+					fn()
 					mu.Lock()
-					delete(running, v)
+					delete(busy, v)
 					mu.Unlock()
 				}()
+			}
+		}
+		for _, v := range live {
+			once(running, v, func() { s.readVoucher(ctx, v) })
+			if s.stale(ctx, v) {
+				once(rebuilding, v, func() { s.rebuildStale(ctx, v) })
 			}
 		}
 		select {
@@ -59,6 +69,22 @@ func (s *Service) RunConsumer(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
+	}
+}
+
+// stale reports whether Redis holds a voucher's sale state from before a restart or failover.
+func (s *Service) stale(ctx context.Context, voucherID int) bool {
+	ready, current, err := s.saleState(ctx, voucherID)
+	return err == nil && ready && !current
+}
+
+// rebuildStale rebuilds a voucher whose sale state Redis may have brought back older than it
+// was (see saleState); Warm checks again under the voucher's lock, so that of all the
+// processes noticing the restart, one rebuilds.
+func (s *Service) rebuildStale(ctx context.Context, voucherID int) {
+	s.log.Warn("Redis restarted or failed over since the voucher's sale state was rebuilt: rebuilding it", "voucher", voucherID)
+	if err := s.Warm(ctx, voucherID); err != nil && ctx.Err() == nil && !errors.Is(err, ErrNoSuchVoucher) {
+		s.log.Error("rebuilding a voucher after a Redis restart", "voucher", voucherID, "err", err)
 	}
 }
 

@@ -163,6 +163,22 @@ func TestFlushBetweenTwoServersInOneSecond(t *testing.T) {
 	grabAll(t, b, v, users[60:], l)
 	e.drained(v, 20*time.Second)
 	checkTold(t, e, b, v, stock, l)
+	e.reconciled(b, v)
+}
+
+// reconciled waits until reconcile finds Redis and the database in agreement.
+func (e *env) reconciled(s *seckill.Service, v int) {
+	e.t.Helper()
+	var last seckill.VoucherReport
+	e.waitFor("reconcile OK", 10*time.Second, func() bool {
+		reports, err := s.Reconcile(context.Background(), seckill.ReconcileOptions{VoucherIDs: []int{v}})
+		if err != nil || len(reports) != 1 {
+			e.t.Fatalf("reconcile: %v %v", reports, err)
+		}
+		last = reports[0]
+		return last.OK()
+	})
+	e.t.Logf("reconcile: %s; notes %q", last.Result, last.Notes)
 }
 
 // TestLaggingReplicaRestored: Redis comes back with an older state (a failover to a replica
@@ -188,6 +204,9 @@ func TestLaggingReplicaRestored(t *testing.T) {
 	grabAll(t, b, v, users[50:100], l)
 	e.drained(v, 20*time.Second)
 	srv.Restore("mid-sale")
+	if r, err := a.Reconcile(context.Background(), seckill.ReconcileOptions{VoucherIDs: []int{v}}); err != nil || !r[0].Stale {
+		t.Errorf("reconcile right after the restore: %+v %v, want the state reported stale", r, err)
+	}
 
 	c := e.service(lossOptions(clock)) // a server started after the failover
 	e.consume(c)
@@ -196,4 +215,5 @@ func TestLaggingReplicaRestored(t *testing.T) {
 	grabAll(t, a, v, users[:50], l)
 	e.drained(v, 20*time.Second)
 	checkTold(t, e, c, v, stock, l)
+	e.reconciled(c, v)
 }
