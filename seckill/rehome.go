@@ -157,6 +157,10 @@ func (s *Service) rehomeIn(ctx context.Context, tx *ent.Tx, voucherID int, o ord
 // freshRowIn inserts the order's row with a status under a fresh id, and an alias from its
 // own id to it; it returns the fresh id.
 func (s *Service) freshRowIn(ctx context.Context, q sqlRunner, voucherID int, o order, status string) (int64, error) {
+	// Its id was issued twice: the counter lost counts. Raise fences it above that id first.
+	if err := s.ids.Raise(ctx, o.id); err != nil {
+		return 0, fmt.Errorf("seckill: raising the order id counter above %d: %w", o.id, err)
+	}
 	for try := 0; try < maxRehomeTries; try++ {
 		id, err := s.ids.Next(ctx)
 		if err != nil {

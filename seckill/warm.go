@@ -2,6 +2,7 @@ package seckill
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
@@ -95,10 +96,16 @@ func (s *Service) warmLocked(ctx context.Context, voucherID int, full bool) erro
 	}
 	// An order the consumer wrote but did not acknowledge (it died in between) is in the
 	// database and still in the stream: settle it first, or the stock below would count it twice.
-	if err := s.settlePersisted(ctx, voucherID); err != nil {
+	queuedMax, err := s.settlePersisted(ctx, voucherID)
+	if err != nil {
 		return err
 	}
 	if full {
+		// Redis may have lost the order id counter with the rest: no id issued from now on may
+		// equal one the database or the stream holds. Before admission resumes.
+		if err := s.raiseIDs(ctx, queuedMax); err != nil {
+			return err
+		}
 		if err := lua.SeckillWarmReset.Run(ctx, s.rdb, []string{k.Meta, k.Buyers}).Err(); err != nil {
 			return fmt.Errorf("seckill: rebuilding voucher %d: %w", voucherID, err)
 		}
@@ -158,32 +165,54 @@ func lockRowIn(ctx context.Context, tx *ent.Tx, voucherID int) error {
 // settlePersisted settles the stream entries whose order already stands in the database (see
 // traceOrders): persisted under its id or under another one, or recorded FAILED. The caller
 // holds the voucher's row lock, so no commit happens meanwhile. An entry whose id is another
-// order's is not settled: the consumer re-homes it.
-func (s *Service) settlePersisted(ctx context.Context, voucherID int) error {
+// order's is not settled: the consumer re-homes it. It returns the largest order id the
+// stream holds.
+func (s *Service) settlePersisted(ctx context.Context, voucherID int) (queuedMax int64, err error) {
 	k := s.keys(voucherID)
 	start := "-"
 	for {
 		msgs, err := s.rdb.XRangeN(ctx, k.Orders, start, "+", settlePage).Result()
 		if err != nil {
-			return fmt.Errorf("seckill: reading the queue of voucher %d: %w", voucherID, err)
-		}
-		if len(msgs) == 0 {
-			return nil
+			return 0, fmt.Errorf("seckill: reading the queue of voucher %d: %w", voucherID, err)
 		}
 		orders := make([]order, 0, len(msgs))
 		for _, m := range msgs {
 			if o, err := parseEntry(m); err == nil {
 				orders = append(orders, o)
+				queuedMax = max(queuedMax, o.id)
 			}
 		}
 		if err := s.settleStanding(ctx, voucherID, orders); err != nil {
-			return fmt.Errorf("seckill: settling persisted orders of voucher %d: %w", voucherID, err)
+			return 0, fmt.Errorf("seckill: settling persisted orders of voucher %d: %w", voucherID, err)
 		}
 		if len(msgs) < settlePage {
-			return nil
+			return queuedMax, nil
 		}
 		start = "(" + msgs[len(msgs)-1].ID
 	}
+}
+
+// raiseIDs tells the order id generator the largest order id known to be issued: in the
+// database (its orders, and the ids users were told that lead elsewhere) or queued (atLeast).
+// If Redis lost counts, the counter is raised and fenced above it (idgen.Generator.Raise).
+func (s *Service) raiseIDs(ctx context.Context, atLeast int64) error {
+	var dbMax int64
+	err := scanRows(ctx, s.db, "SELECT COALESCE(MAX(id), 0) FROM tb_voucher_order UNION ALL SELECT COALESCE(MAX(admitted_id), 0) FROM tb_voucher_order_alias",
+		nil, func(r *sql.Rows) error {
+			var n int64
+			err := r.Scan(&n)
+			dbMax = max(dbMax, n)
+			return err
+		})
+	if err != nil {
+		return fmt.Errorf("seckill: reading the largest order id: %w", err)
+	}
+	if top := max(dbMax, atLeast); top > 0 {
+		if err := s.ids.Raise(ctx, top); err != nil {
+			return fmt.Errorf("seckill: raising the order id counter above %d: %w", top, err)
+		}
+	}
+	return nil
 }
 
 // settlePage is how many stream entries settlePersisted reads at once.
