@@ -142,6 +142,7 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 	var lastClaim time.Time
 	claimCursor := "0-0"
 	retryOwn := false // an outage left entries pending here
+	retryPause := minRetryPause
 	acks := s.startAcker(ctx, voucherID)
 	defer acks.stop()
 	// While a full batch is being written, the next one is read (no BLOCK), so Redis and the
@@ -160,9 +161,14 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 			// Write this consumer's own pending entries now rather than after ClaimIdle
 			// (reading from 0 returns this consumer's pending list).
 			if retryOwn = !s.retryOwn(ctx, voucherID); retryOwn {
+				// Failed again: wait for Redis (the database has its own wait above), and back
+				// off in case it answers PING but not the stream (a wrong-type key, say).
 				s.waitForRedis(ctx)
+				sleep(ctx, retryPause)
+				retryPause = min(2*retryPause, maxRetryPause)
 				continue
 			}
+			retryPause = minRetryPause
 		}
 		if time.Since(lastClaim) >= claimEvery {
 			lastClaim = time.Now()
@@ -281,8 +287,14 @@ func (s *Service) waitForRedis(ctx context.Context) bool {
 	}
 }
 
-// redisPollMax bounds the pause between two PINGs of waitForRedis, and each PING.
-const redisPollMax = 500 * time.Millisecond
+// redisPollMax bounds the pause between two PINGs of waitForRedis, and each PING. A reader
+// whose retry of its own pending entries fails again pauses minRetryPause, doubling up to
+// maxRetryPause while it keeps failing.
+const (
+	redisPollMax  = 500 * time.Millisecond
+	minRetryPause = 50 * time.Millisecond
+	maxRetryPause = 2 * time.Second
+)
 
 // finished reports whether a voucher's reader can stop: its sale ended Linger ago or more and
 // no order waits in its stream.
@@ -412,12 +424,7 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 	st, err := s.writeBatch(lctx, voucherID, orders)
 	var nm *notMine
 	if errors.As(err, &nm) {
-		if len(nm.gone) > 0 {
-			if _, err := s.recordLost(lctx, voucherID, nm.gone); err != nil {
-				s.log.Warn("recording orders lost with Redis's state", "voucher", voucherID, "err", err)
-				return s.outageOf(ctx, err)
-			}
-		}
+		s.recordLostUntilDone(lctx, voucherID, nm.gone)
 		if len(nm.kept) == 0 {
 			return noOutage
 		}
@@ -429,7 +436,10 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 			s.log.Warn("orders stay queued: a service is unreachable", "voucher", voucherID, "err", err)
 			return o
 		}
-		st = s.writeEach(lctx, voucherID, orders)
+		if st, err = s.writeEach(lctx, voucherID, orders); err != nil {
+			s.log.Warn("orders stay queued: Redis is unreachable", "voucher", voucherID, "err", err)
+			return redisDown
+		}
 	}
 	s.m.rehomed.Add(float64(st.rehomed))
 	s.m.superseded.Add(float64(st.superseded))
@@ -444,15 +454,20 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 	return noOutage
 }
 
-// writeEach writes a failed batch's orders one by one; those that fail alone stay pending.
-func (s *Service) writeEach(ctx context.Context, voucherID int, orders []order) settlement {
+// writeEach writes a failed batch's orders one by one; those that fail alone stay pending
+// (and count a failure against their entry). It stops at an unreachable Redis, which is no
+// fault of an entry.
+func (s *Service) writeEach(ctx context.Context, voucherID int, orders []order) (settlement, error) {
 	var st settlement
 	var nm *notMine
 	for _, o := range orders {
 		one, err := s.writeBatch(ctx, voucherID, []order{o})
 		switch {
 		case errors.As(err, &nm):
-			// No longer this consumer's; if its entry is gone, a later pass records it.
+			// No longer this consumer's: another consumer claimed it, or Redis lost it.
+			s.recordLostUntilDone(ctx, voucherID, nm.gone)
+		case errors.Is(err, errRedisUnavailable):
+			return st, err
 		case err != nil:
 			s.noteFailure(o.entry, err)
 			s.log.Error("order not persisted; it stays pending", "voucher", voucherID, "order", o.id, "err", err)
@@ -460,7 +475,20 @@ func (s *Service) writeEach(ctx context.Context, voucherID int, orders []order) 
 			st.add(one)
 		}
 	}
-	return st
+	return st, nil
+}
+
+// recordLostUntilDone records FAILED the orders whose entries Redis lost (see recordLost),
+// trying again until it succeeds or ctx ends: only this consumer still knows them.
+func (s *Service) recordLostUntilDone(ctx context.Context, voucherID int, gone []order) {
+	for pause := minRetryPause; len(gone) > 0; pause = min(2*pause, maxRetryPause) {
+		_, err := s.recordLost(ctx, voucherID, gone)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		s.log.Error("recording orders lost with Redis's state; trying again", "voucher", voucherID, "orders", len(gone), "err", err)
+		sleep(ctx, pause)
+	}
 }
 
 // outageOf tells whether err comes from an unreachable service: Redis (as writeBatch wraps
