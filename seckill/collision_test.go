@@ -322,3 +322,36 @@ func testSupersededOrderLeadsToTheFirst(t *testing.T, rdb redis.UniversalClient)
 	checkTold(t, e, s, v, stock, l)
 	e.reconciled(s, v)
 }
+
+// TestEntryOfAFailedOrder: an entry whose order the database already holds as FAILED (an
+// earlier delivery recorded it and died before compensating, or Redis lost the entry and
+// brought it back with an older state) is not settled as persisted: it is dead-lettered and
+// its buyer removed, so the user sees FAILED and may buy again.
+func TestEntryOfAFailedOrder(t *testing.T) {
+	e := newEnv(t, testenv.Redis(t))
+	ctx := context.Background()
+	const stock = 10
+	users := e.users(1)
+	s := e.service(seckill.Options{})
+	v := e.onSale(s, stock)
+	l := &ledger{}
+	grabAll(t, s, v, users, l)
+	_, err := e.db.SQL.ExecContext(ctx, "INSERT INTO tb_voucher_order (id, created_at, updated_at, user_id, voucher_id, status, slot) VALUES (?, NOW(), NOW(), ?, ?, 'FAILED', NULL)",
+		l.told[0].order, users[0], v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.consume(s)
+	e.drained(v, 20*time.Second)
+	if n := e.rdb.XLen(ctx, seckill.KeysOf(e.prefix, v).Dead).Val(); n != 1 {
+		t.Fatalf("%d dead letters, want the FAILED order's entry", n)
+	}
+	checkTold(t, e, s, v, stock, l)
+	again := &ledger{}
+	grabAll(t, s, v, users, again)
+	if len(again.told) != 1 {
+		t.Fatal("the user of a FAILED order could not buy again")
+	}
+	e.drained(v, 20*time.Second)
+	checkTold(t, e, s, v, stock, again)
+}
