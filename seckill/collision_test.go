@@ -148,6 +148,17 @@ func (e *env) holdVoucherRow(v int) (release func()) {
 	return release
 }
 
+// batchWaiting starts s's consumer while the test holds the voucher's row lock, and returns
+// once the consumer has read the n orders queued: its batch then waits for the row lock until
+// release (between its read and the lock a consumer sends nothing to Redis).
+func (e *env) batchWaiting(s *seckill.Service, v, n int) (release func()) {
+	e.t.Helper()
+	release = e.holdVoucherRow(v)
+	e.consume(s)
+	e.waitFor("the consumer reads the batch", 10*time.Second, func() bool { return e.pending(v) == int64(n) })
+	return release
+}
+
 // pending reports how many entries of the voucher's stream are delivered and not acknowledged.
 func (e *env) pending(v int) int64 {
 	p, err := e.rdb.XPending(context.Background(), seckill.KeysOf(e.prefix, v).Orders, "orders").Result()
@@ -199,10 +210,7 @@ func TestBatchInFlightWhenRedisLosesIt(t *testing.T) {
 	v := e.onSale(s, stock)
 	l := &ledger{}
 	grabAll(t, s, v, users, l)
-	release := e.holdVoucherRow(v)
-	e.consume(s)
-	// Between its read and the row lock, a consumer sends nothing to Redis.
-	e.waitFor("the consumer reads the batch", 10*time.Second, func() bool { return e.pending(v) == int64(len(users)) })
+	release := e.batchWaiting(s, v, len(users))
 	if err := e.rdb.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -245,10 +253,7 @@ func TestRedisRestartRetriesOwnPendingSoon(t *testing.T) {
 	v := e.onSale(s, stock)
 	l := &ledger{}
 	grabAll(t, s, v, users, l)
-	release := e.holdVoucherRow(v)
-	e.consume(s)
-	// Between its read and the row lock, a consumer sends nothing to Redis.
-	e.waitFor("the consumer reads the batch", 10*time.Second, func() bool { return e.pending(v) == int64(len(users)) })
+	release := e.batchWaiting(s, v, len(users))
 	srv.Kill()
 	release()
 	e.waitFor("the batch is inserted", 10*time.Second, func() bool { return e.dirtyRows(v) == len(users) })
