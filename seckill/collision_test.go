@@ -360,3 +360,25 @@ func TestEntryOfAFailedOrder(t *testing.T) {
 	e.drained(v, 20*time.Second)
 	checkTold(t, e, s, v, stock, again)
 }
+
+// TestRedisFrozenMidBatch: Redis hangs (SIGSTOP) while a batch is being written; once it
+// answers again the batch is written, nothing lost, nothing waiting for ClaimIdle.
+func TestRedisFrozenMidBatch(t *testing.T) {
+	e, srv := privateEnv(t)
+	const stock = 100
+	users := e.users(50)
+	s := e.service(seckill.Options{ClaimIdle: 30 * time.Second})
+	v := e.onSale(s, stock)
+	l := &ledger{}
+	grabAll(t, s, v, users, l)
+	release := e.batchWaiting(s, v, len(users))
+	srv.Freeze()
+	release()
+	e.waitFor("the batch is inserted", 10*time.Second, func() bool { return e.dirtyRows(v) == len(users) })
+	time.Sleep(1500 * time.Millisecond) // its pending check waits on the frozen Redis
+	srv.Thaw()
+	back := time.Now()
+	e.drained(v, 10*time.Second)
+	t.Logf("drained %v after Redis answered again", time.Since(back).Round(time.Millisecond))
+	checkTold(t, e, s, v, stock, l)
+}
