@@ -113,7 +113,10 @@ func TestFenceGuardsAcrossRestart(t *testing.T) {
 	if a.Context().Err() != nil {
 		t.Logf("A's Context already ended: %v", context.Cause(a.Context()))
 	}
-	if _, err := lock.GuardedExec(ctx, db, guardedIncrement, a.Fence(), 99); !errors.Is(err, lock.ErrStaleFence) {
+	if !a.Valid() {
+		t.Fatal("A's lease ran out: the fence is not what refuses its write")
+	}
+	if _, err := a.GuardedExec(ctx, db, guardedIncrement, 99); !errors.Is(err, lock.ErrStaleFence) {
 		t.Errorf("A's late write after B's: %v, want ErrStaleFence", err)
 	}
 	var n int64

@@ -36,9 +36,10 @@ func openDB(t testing.TB) *sql.DB {
 	return db
 }
 
-// The protected write: read the counter, write it back plus one, guarded by the fence. A lost
-// update (two holders at once) shows in the final count, a stale fence as ErrStaleFence.
-const guardedIncrement = "UPDATE counter SET n = ?, fence = :fence WHERE id = 1 AND fence < :fence"
+// The protected write: read the counter, write it back plus one, guarded by the fence (the
+// documented form: a holder may write several times). A lost update (two holders at once)
+// shows in the final count, a stale fence as ErrStaleFence.
+const guardedIncrement = "UPDATE counter SET n = ?, fence = :fence WHERE id = 1 AND fence <= :fence"
 
 // TestMutualExclusion runs independent clients (own Redis connections, like processes), each
 // with goroutines taking the same lock, half as simple locks and half as reentrant locks of
@@ -228,7 +229,7 @@ func TestGuardedExecBinding(t *testing.T) {
 	if _, err := db.Exec("INSERT INTO notes VALUES (7, '', 0)"); err != nil {
 		t.Fatal(err)
 	}
-	q := "UPDATE notes SET body = CONCAT(?, ':fence'), fence = :fence WHERE id = ? AND fence < :fence"
+	q := "UPDATE notes SET body = CONCAT(?, ':fence'), fence = :fence WHERE id = ? AND fence <= :fence"
 	if _, err := lock.GuardedExec(ctx, db, q, 5, "x", 7); err != nil {
 		t.Fatal(err)
 	}
@@ -238,8 +239,16 @@ func TestGuardedExecBinding(t *testing.T) {
 	if body != "x:fence" || fence != 5 {
 		t.Fatalf("row = %q, %d", body, fence)
 	}
-	if _, err := lock.GuardedExec(ctx, db, q, 5, "y", 7); !errors.Is(err, lock.ErrStaleFence) {
-		t.Fatalf("equal fence: %v, want ErrStaleFence", err)
+	// The same holder writes again; an older one is refused.
+	if _, err := lock.GuardedExec(ctx, db, q, 5, "y", 7); err != nil {
+		t.Fatalf("second write with the same fence: %v", err)
+	}
+	if _, err := lock.GuardedExec(ctx, db, q, 4, "z", 7); !errors.Is(err, lock.ErrStaleFence) {
+		t.Fatalf("smaller fence: %v, want ErrStaleFence", err)
+	}
+	_ = db.QueryRow("SELECT body FROM notes WHERE id = 7").Scan(&body)
+	if body != "y:fence" {
+		t.Fatalf("body %q after the refused write, want the holder's y:fence", body)
 	}
 	if _, err := lock.GuardedExec(ctx, db, q, 6, "y"); err == nil {
 		t.Fatal("missing arg accepted")
