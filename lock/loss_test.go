@@ -196,3 +196,35 @@ func TestNoKeyOutlivesItsUse(t *testing.T) {
 		}
 	})
 }
+
+// TestRedlockFenceAcrossRestarts: Redlock's fence (the greatest node token, written back to
+// the granting majority) keeps increasing when every node restarts empty.
+func TestRedlockFenceAcrossRestarts(t *testing.T) {
+	ctx := context.Background()
+	srvs, nodes := redlockServers(t, 3)
+	rl := lock.NewRedlock(nodes, lock.RedlockOptions{NodeTimeout: 200 * time.Millisecond})
+	defer rl.Close()
+	name := uniq("redlock-loss")
+	take := func() int64 {
+		t.Helper()
+		l, err := rl.Obtain(ctx, name, lock.LockOptions{Lease: 5 * time.Second, Wait: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return l.Fence()
+	}
+	var last int64
+	for range 3 {
+		last = max(last, take())
+	}
+	for _, srv := range srvs {
+		srv.Kill()
+		srv.Start()
+	}
+	if f := take(); f <= last {
+		t.Fatalf("Redlock fence %d after every node restarted, not above %d", f, last)
+	}
+}
