@@ -25,11 +25,14 @@ func privateLocks(t *testing.T, opts lock.Options) (*testenv.RedisServer, redis.
 	return srv, rdb, c
 }
 
+// obtainFunc is Client.Obtain or Redlock.Obtain.
+type obtainFunc func(ctx context.Context, name string, o lock.LockOptions) (*lock.Lock, error)
+
 // takeFence obtains and releases name, returning the fence it was given.
-func takeFence(t *testing.T, c *lock.Client, name string) int64 {
+func takeFence(t *testing.T, obtain obtainFunc, name string) int64 {
 	t.Helper()
 	ctx := context.Background()
-	l, err := c.Obtain(ctx, name, lock.LockOptions{Lease: 5 * time.Second, Wait: 5 * time.Second})
+	l, err := obtain(ctx, name, lock.LockOptions{Lease: 5 * time.Second, Wait: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,14 +64,14 @@ func TestFenceMonotonicAcrossRedisLoss(t *testing.T) {
 			name := uniq("loss")
 			var issued []int64
 			for range 3 {
-				issued = append(issued, takeFence(t, c, name))
+				issued = append(issued, takeFence(t, c.Obtain, name))
 			}
 			srv.Snapshot("older")
 			for range 3 {
-				issued = append(issued, takeFence(t, c, name))
+				issued = append(issued, takeFence(t, c.Obtain, name))
 			}
 			lose(srv, rdb)
-			after := takeFence(t, c, name)
+			after := takeFence(t, c.Obtain, name)
 			for _, f := range issued {
 				if after <= f {
 					t.Fatalf("fence %d after the loss, not above the earlier %d (all earlier: %v)", after, f, issued)
@@ -90,7 +93,7 @@ func TestFenceGuardsAcrossRestart(t *testing.T) {
 	srv, _, c := privateLocks(t, lock.Options{})
 	name := uniq("ab")
 	for range 4 {
-		takeFence(t, c, name)
+		takeFence(t, c.Obtain, name)
 	}
 	a, err := c.Obtain(ctx, name, lock.LockOptions{Lease: 5 * time.Second})
 	if err != nil {
@@ -200,31 +203,19 @@ func TestNoKeyOutlivesItsUse(t *testing.T) {
 // TestRedlockFenceAcrossRestarts: Redlock's fence (the greatest node token, written back to
 // the granting majority) keeps increasing when every node restarts empty.
 func TestRedlockFenceAcrossRestarts(t *testing.T) {
-	ctx := context.Background()
 	srvs, nodes := redlockServers(t, 3)
 	rl := lock.NewRedlock(nodes, lock.RedlockOptions{NodeTimeout: 200 * time.Millisecond})
 	defer rl.Close()
 	name := uniq("redlock-loss")
-	take := func() int64 {
-		t.Helper()
-		l, err := rl.Obtain(ctx, name, lock.LockOptions{Lease: 5 * time.Second, Wait: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return l.Fence()
-	}
 	var last int64
 	for range 3 {
-		last = max(last, take())
+		last = max(last, takeFence(t, rl.Obtain, name))
 	}
 	for _, srv := range srvs {
 		srv.Kill()
 		srv.Start()
 	}
-	if f := take(); f <= last {
+	if f := takeFence(t, rl.Obtain, name); f <= last {
 		t.Fatalf("Redlock fence %d after every node restarted, not above %d", f, last)
 	}
 }

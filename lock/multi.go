@@ -18,7 +18,8 @@ import (
 // It first tries every name in one pipelined round trip. If some are held, it gives back what
 // it took and then takes the names one by one in sorted order, waiting (within o.Wait) for
 // each: every caller goes in the same order, so two multi-locks cannot deadlock. If a name
-// cannot be had in time, or ctx ends, or Redis fails, everything taken is released.
+// cannot be had in time, or ctx ends, or Redis fails, everything taken is given back (in the
+// background: see the package documentation, "A hung Redis").
 // The returned Lock has one lease over all names; losing any of them loses the lock.
 func (c *Client) ObtainMulti(ctx context.Context, names []string, o LockOptions) (*Lock, error) {
 	names = slices.Clone(names)
@@ -77,8 +78,8 @@ type multi struct {
 	token string
 }
 
-// callResult is one script call's result in a pipeline.
-type callResult[T any] struct {
+// result is one call's result among several (a pipeline, the nodes of a Redlock).
+type result[T any] struct {
 	v   T
 	err error
 }
@@ -93,18 +94,18 @@ func (m *multi) tryAll(ctx context.Context, ttl, wait time.Duration) ([]int64, e
 	}
 	m.token = newToken()
 	token := m.token
-	obtainAll := func(ctx context.Context) ([]callResult[grant], error) {
+	obtainAll := func(ctx context.Context) ([]result[grant], error) {
 		cmds := runAll(ctx, m.c.rdb, lua.LockObtain, func(i int) ([]string, []any) {
 			k := m.keys[i]
 			return []string{k.lock, k.fence, k.tombstone(token)}, []any{token, ms(ttl), ms(fenceTTL(ttl))}
 		}, len(m.keys))
-		res := make([]callResult[grant], len(cmds))
+		res := make([]result[grant], len(cmds))
 		for i, cmd := range cmds {
 			res[i].v, res[i].err = parseGrant(cmd.Int64Slice())
 		}
 		return res, nil
 	}
-	res, err := redisctx.DoThen(ctx, m.c.rdb, obtainAll, func(res []callResult[grant], _ error) {
+	res, err := redisctx.DoThen(ctx, m.c.rdb, obtainAll, func(res []result[grant], _ error) {
 		m.c.cancelLater(token, m.uncertain(res)...)
 	})
 	if err != nil { // abandoned: the late callback cancels what the pipeline took
@@ -130,7 +131,7 @@ func (m *multi) tryAll(ctx context.Context, ttl, wait time.Duration) ([]int64, e
 }
 
 // uncertain are the names a pipeline of acquisitions took or may have taken.
-func (m *multi) uncertain(res []callResult[grant]) []string {
+func (m *multi) uncertain(res []result[grant]) []string {
 	var names []string
 	for i, r := range res {
 		if r.err != nil || r.v.taken {
@@ -224,12 +225,12 @@ func (m *multi) release(ctx context.Context) error {
 
 // runEach runs a script on each name's lock key in one pipeline, through redisctx: an
 // integer reply per name.
-func (m *multi) runEach(ctx context.Context, s *redis.Script, args func(k keys) []any) ([]callResult[int64], error) {
-	return redisctx.Do(ctx, m.c.rdb, func(ctx context.Context) ([]callResult[int64], error) {
+func (m *multi) runEach(ctx context.Context, s *redis.Script, args func(k keys) []any) ([]result[int64], error) {
+	return redisctx.Do(ctx, m.c.rdb, func(ctx context.Context) ([]result[int64], error) {
 		cmds := runAll(ctx, m.c.rdb, s, func(i int) ([]string, []any) {
 			return []string{m.keys[i].lock}, args(m.keys[i])
 		}, len(m.keys))
-		res := make([]callResult[int64], len(cmds))
+		res := make([]result[int64], len(cmds))
 		for i, cmd := range cmds {
 			res[i].v, res[i].err = cmd.Int64()
 		}

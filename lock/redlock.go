@@ -32,11 +32,14 @@ type RedlockOptions struct {
 // less the time the acquisition took and a clock-drift allowance. A failed acquisition, or a
 // failure part way, releases on every node.
 //
-// Fencing: each node draws a token as a simple lock does; the lock's token is the greatest of
-// those of the granting nodes, written back to them (LockFenceFloor) before Obtain returns.
-// Any later majority shares a node with this one, so it draws a greater token: tokens
-// increase across holders as long as the nodes keep their data (persistence, or a restarted
-// node kept out for a lease, as the Redlock paper requires).
+// Fencing: each node draws a token as a simple lock does (a hybrid logical clock, see the
+// package documentation); the lock's token is the greatest of those of the granting nodes,
+// written back to them (LockFenceFloor) before Obtain returns. Any later majority shares a
+// node with this one, so it draws a greater token while that node keeps its counter; a node
+// that lost it draws its clock's time, later than the earlier token unless the nodes' clocks
+// differ by more than the time between the two acquisitions. Mutual exclusion itself still
+// needs nodes that keep their data (persistence, or a restarted node kept out for a lease, as
+// the Redlock paper requires).
 type Redlock struct {
 	nodes []*Client
 	opts  RedlockOptions
@@ -89,19 +92,13 @@ func (r *Redlock) nodeTimeout(ttl time.Duration) time.Duration {
 	return max(ttl/20, 10*time.Millisecond)
 }
 
-// nodeResult is one node's answer.
-type nodeResult[T any] struct {
-	v   T
-	err error
-}
-
 // eachNode runs call on the nodes (indexes into r.nodes) in parallel, each through redisctx
 // under its own timeout, so a hung node costs the timeout and no more. late (if not nil)
 // receives the result of a call that ends after its node's timeout. Results are in node
 // order; nodes not asked have the zero result with ErrNotObtained.
 func eachNode[T any](ctx context.Context, r *Redlock, timeout time.Duration, nodes []int,
-	call func(ctx context.Context, c *Client) (T, error), late func(i int, v T, err error)) []nodeResult[T] {
-	res := make([]nodeResult[T], len(r.nodes))
+	call func(ctx context.Context, c *Client) (T, error), late func(i int, v T, err error)) []result[T] {
+	res := make([]result[T], len(r.nodes))
 	for i := range res {
 		res[i].err = ErrNotObtained
 	}
@@ -116,7 +113,7 @@ func eachNode[T any](ctx context.Context, r *Redlock, timeout time.Duration, nod
 				lateFn = func(v T, err error) { late(i, v, err) }
 			}
 			v, err := redisctx.DoThen(nctx, c.rdb, func(ctx context.Context) (T, error) { return call(ctx, c) }, lateFn)
-			res[i] = nodeResult[T]{v, err}
+			res[i] = result[T]{v, err}
 		})
 	}
 	wg.Wait()
