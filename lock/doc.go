@@ -64,8 +64,8 @@
 // the end of the current lease, a Release 2 s, each Redlock node call its NodeTimeout.
 // Release runs even under a cancelled context (it is clean-up), bounded by its deadline.
 // With a client that does not honour deadlines, a call under a deadline runs in a goroutine
-// of its own (about 40 µs more per Obtain+Release on a loaded 2-core machine); set
-// ContextTimeoutEnabled on the client to make such calls plain ones.
+// of its own (a goroutine hand-off per call); set ContextTimeoutEnabled on the client to make
+// such calls plain ones.
 //
 // An acquisition whose caller never learned that it took the lock (the deadline passed while
 // Redis hung and Redis ran it later, or the reply was lost) is cancelled in the background:
