@@ -77,8 +77,8 @@
 //
 // # Waiting
 //
-// LockOptions.Wait: 0 tries once, > 0 waits at most that long (ErrNotObtained; a Redis that
-// does not answer before the wait ends gives its error instead), < 0 until ctx ends
+// LockOptions.Wait: 0 tries once, > 0 waits at most that long (ErrNotObtained, wrapping the
+// error of a call Redis had not answered by then), < 0 until ctx ends
 // (ctx.Err(), returned as soon as ctx is done). A waiter subscribes to the lock's release
 // channel on the Client's one shared pub/sub connection and retries when the holder
 // releases, otherwise when the holder's remaining lease (returned by the failed acquire

@@ -46,11 +46,17 @@ func (c *Client) ObtainMulti(ctx context.Context, names []string, o LockOptions)
 		deadline = time.Now().Add(o.Wait)
 	}
 
-	// Fast path: all names in one round trip.
+	// Fast path: all names in one round trip, within the wait.
+	fctx := ctx
+	if o.Wait > 0 {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	start := time.Now()
-	fences, err := m.tryAll(ctx, ttl, o.Wait)
+	fences, err := m.tryAll(fctx, ttl)
 	if err != nil {
-		return nil, orCtxErr(ctx, err)
+		return nil, attemptErr(ctx, fctx, err)
 	}
 	if fences == nil {
 		if o.Wait == 0 {
@@ -84,14 +90,9 @@ type result[T any] struct {
 	err error
 }
 
-// tryAll tries every name in one pipeline, bounded by ctx and by the wait (if > 0). It
-// returns the fences if all were taken; if not, it gives back those it took and returns nil.
-func (m *multi) tryAll(ctx context.Context, ttl, wait time.Duration) ([]int64, error) {
-	if wait > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, wait)
-		defer cancel()
-	}
+// tryAll tries every name in one pipeline. It returns the fences if all were taken; if not,
+// it gives back those it took and returns nil.
+func (m *multi) tryAll(ctx context.Context, ttl time.Duration) ([]int64, error) {
 	m.token = newToken()
 	token := m.token
 	obtainAll := func(ctx context.Context) ([]result[grant], error) {

@@ -2,6 +2,8 @@ package lock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -222,7 +224,7 @@ func await(ctx context.Context, wait time.Duration, watches []watch, closed <-ch
 	}
 	ok, _, err := attempt(actx)
 	if err != nil || ok {
-		return orCtxErr(ctx, err)
+		return attemptErr(ctx, actx, err)
 	}
 	if wait == 0 {
 		return ErrNotObtained
@@ -249,7 +251,7 @@ func await(ctx context.Context, wait time.Duration, watches []watch, closed <-ch
 		// Retry at once after joining: the lock may have been released in between.
 		ok, retryIn, err := attempt(actx)
 		if err != nil {
-			return orCtxErr(ctx, err)
+			return attemptErr(ctx, actx, err)
 		}
 		if ok {
 			obtained = true
@@ -263,17 +265,24 @@ func await(ctx context.Context, wait time.Duration, watches []watch, closed <-ch
 		case <-w.sig:
 		case <-retry.C:
 		case <-actx.Done():
-			return orCtxErr(ctx, ErrNotObtained)
+			return attemptErr(ctx, actx, ErrNotObtained)
 		case <-closed:
 			return ErrClosed
 		}
 	}
 }
 
-// orCtxErr is ctx.Err() once ctx has ended (what a caller whose ctx ended expects), else err.
-func orCtxErr(ctx context.Context, err error) error {
-	if err != nil && ctx.Err() != nil {
+// attemptErr is what a failed attempt under actx (ctx bounded by the wait) makes the caller
+// see: ctx.Err() once ctx has ended (what a caller whose ctx ended expects); ErrNotObtained if
+// the wait ended, wrapping the attempt's error if Redis had not answered by then; else err.
+func attemptErr(ctx, actx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
 		return ctx.Err()
+	case actx.Err() != nil && !errors.Is(err, ErrNotObtained):
+		return fmt.Errorf("%w: the wait ended before Redis answered: %w", ErrNotObtained, err)
 	}
 	return err
 }
