@@ -257,3 +257,35 @@ func TestGuardedExecBinding(t *testing.T) {
 		t.Fatal("query without :fence accepted")
 	}
 }
+
+// TestGuardedExecUnchangedRow: MySQL reports changed rows by default, so a guarded write that
+// leaves the row as it was is refused as stale (the safe side); with clientFoundRows=true the
+// driver counts matched rows and the write passes (lock/fence.go documents both).
+func TestGuardedExecUnchangedRow(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.MySQL(t)
+	open := func(dsn string) *sql.DB {
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return db
+	}
+	changed, found := open(dsn), open(dsn+"&clientFoundRows=true")
+	if _, err := changed.Exec("CREATE TABLE counter (id INT PRIMARY KEY, n BIGINT NOT NULL, fence BIGINT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := changed.Exec("INSERT INTO counter VALUES (1, 7, 5)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.GuardedExec(ctx, changed, guardedIncrement, 5, 7); !errors.Is(err, lock.ErrStaleFence) {
+		t.Fatalf("unchanged row, changed-rows count: %v, want ErrStaleFence", err)
+	}
+	if _, err := lock.GuardedExec(ctx, found, guardedIncrement, 5, 7); err != nil {
+		t.Fatalf("unchanged row, clientFoundRows=true: %v", err)
+	}
+	if _, err := lock.GuardedExec(ctx, found, guardedIncrement, 4, 7); !errors.Is(err, lock.ErrStaleFence) {
+		t.Fatalf("older fence, clientFoundRows=true: %v, want ErrStaleFence", err)
+	}
+}
