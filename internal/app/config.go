@@ -23,7 +23,19 @@ type Config struct {
 	Introspection bool     // SURGE_INTROSPECTION, -introspection (default: dev mode)
 	MaxComplexity int      // SURGE_MAX_COMPLEXITY, -max-complexity (3000)
 	MaxDepth      int      // SURGE_MAX_DEPTH, -max-depth (10)
-	CachePrefix   string   // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
+	// MaxTokens, MaxNesting and MaxFields bound a document before it is parsed and validated:
+	// SURGE_MAX_TOKENS, -max-tokens (2000 lexical tokens; also the JSON values of variables),
+	// SURGE_MAX_NESTING, -max-nesting (32 levels of braces, brackets and parentheses; also of
+	// variables), SURGE_MAX_FIELDS, -max-fields (500 field selections, fragments counted where
+	// spread).
+	MaxTokens, MaxNesting, MaxFields int
+	// RequestTimeout is SURGE_REQUEST_TIMEOUT, -request-timeout (5s): the deadline of each
+	// request, and of each query or mutation over a WebSocket; its work is cancelled then.
+	RequestTimeout time.Duration
+	// ReadTimeout is SURGE_READ_TIMEOUT, -read-timeout (10s): how long a client may take to
+	// send one request, headers and body (the headers alone get half of it).
+	ReadTimeout time.Duration
+	CachePrefix string // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
 	// SeckillStrategy is SURGE_SECKILL_STRATEGY, -seckill-strategy: "lua" (Redis admission,
 	// asynchronous orders; default) or "sync" (one database transaction per grab).
 	SeckillStrategy string
@@ -93,6 +105,11 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	intro := fs.String("introspection", env("SURGE_INTROSPECTION", ""), "allow schema introspection: true/false (SURGE_INTROSPECTION; default: dev mode)")
 	maxComplexity := fs.Int("max-complexity", envInt(getenv, "SURGE_MAX_COMPLEXITY", 3000), "complexity budget per operation (SURGE_MAX_COMPLEXITY)")
 	maxDepth := fs.Int("max-depth", envInt(getenv, "SURGE_MAX_DEPTH", 10), "maximum query depth (SURGE_MAX_DEPTH)")
+	maxTokens := fs.Int("max-tokens", envInt(getenv, "SURGE_MAX_TOKENS", 2000), "maximum lexical tokens of a document, and JSON values of its variables (SURGE_MAX_TOKENS)")
+	maxNesting := fs.Int("max-nesting", envInt(getenv, "SURGE_MAX_NESTING", 32), "maximum nesting of braces, brackets and parentheses in a document, and of its variables (SURGE_MAX_NESTING)")
+	maxFields := fs.Int("max-fields", envInt(getenv, "SURGE_MAX_FIELDS", 500), "maximum field selections of a document, fragments counted where spread (SURGE_MAX_FIELDS)")
+	requestTimeout := fs.Duration("request-timeout", envDuration(getenv, "SURGE_REQUEST_TIMEOUT", 5*time.Second), "deadline of each request; its work is cancelled then (SURGE_REQUEST_TIMEOUT)")
+	readTimeout := fs.Duration("read-timeout", envDuration(getenv, "SURGE_READ_TIMEOUT", 10*time.Second), "how long a client may take to send one request (SURGE_READ_TIMEOUT)")
 	cachePrefix := fs.String("cache-prefix", env("SURGE_CACHE_PREFIX", "cache"), "prefix of cache keys, to share one Redis between deployments (SURGE_CACHE_PREFIX)")
 	strategy := fs.String("seckill-strategy", env("SURGE_SECKILL_STRATEGY", "lua"), `seckill strategy: "lua" or "sync" (SURGE_SECKILL_STRATEGY)`)
 	rate := fs.Float64("seckill-rate", envFloat(getenv, "SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
@@ -107,6 +124,8 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, CachePrefix: *cachePrefix, ShutdownGrace: 15 * time.Second,
 			SeckillStrategy: *strategy, SeckillRate: *rate, SeckillPrefix: *seckillPrefix, StockThrottle: *stockThrottle,
 			SeckillClaimIdle: *claimIdle,
+			MaxTokens:        *maxTokens, MaxNesting: *maxNesting, MaxFields: *maxFields,
+			RequestTimeout: *requestTimeout, ReadTimeout: *readTimeout,
 		}
 		if c.SeckillClaimIdle <= 0 {
 			return Config{}, fmt.Errorf("seckill-claim-idle must be positive")
@@ -145,8 +164,11 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		if c.SeckillPrefix == "" || strings.ContainsAny(c.SeckillPrefix, "{} ") {
 			return Config{}, fmt.Errorf("invalid seckill prefix %q", c.SeckillPrefix)
 		}
-		if c.MaxComplexity <= 0 || c.MaxDepth <= 0 {
-			return Config{}, fmt.Errorf("max-complexity and max-depth must be positive")
+		if c.MaxComplexity <= 0 || c.MaxDepth <= 0 || c.MaxTokens <= 0 || c.MaxNesting <= 0 || c.MaxFields <= 0 {
+			return Config{}, fmt.Errorf("max-complexity, max-depth, max-tokens, max-nesting and max-fields must be positive")
+		}
+		if c.RequestTimeout <= 0 || c.ReadTimeout <= 0 {
+			return Config{}, fmt.Errorf("request-timeout and read-timeout must be positive")
 		}
 		return c, nil
 	}

@@ -352,20 +352,45 @@ func hostileDocuments() map[string][]byte {
 		return "{ shops(first: 1) { edges { node {" + strings.Repeat(" id", n) + " } } } }"
 	}
 	q := func(query string) []byte { return gqlBody(query, nil) }
+	aliases := func(n int, field func(i int) string) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			b.WriteString(" " + field(i))
+		}
+		return b.String() + " }"
+	}
+	distinctFragments := func(n int) string {
+		var b strings.Builder
+		b.WriteString("{ shops(first: 1) { edges { node {")
+		for i := range n {
+			fmt.Fprintf(&b, " ...F%d", i)
+		}
+		b.WriteString(" } } } }")
+		for i := range n {
+			fmt.Fprintf(&b, " fragment F%d on Shop { id }", i)
+		}
+		return b.String()
+	}
 	docs := map[string][]byte{
-		"not 10 000 deep (70 KB)":   q("{ shops(where: " + nested("{not: ", "{}", "}", 10_000) + ") { totalCount } }"),
-		"not 100 000 deep (700 KB)": q("{ shops(where: " + nested("{not: ", "{}", "}", 100_000) + ") { totalCount } }"),
-		"nodes ids 100 000 deep":    q("{ nodes(ids: " + nested("[", `"1"`, "]", 100_000) + ") { id } }"),
-		"selections 100 000 deep":   q(nested("{ a ", "", "}", 100_000)),
-		"50 000 aliases":            q(typename(50_000)),
-		"1 000 same-name fields":    q(sameName(1_000)),
-		"3 000 same-name fields":    q(sameName(3_000)),
-		"10 000 same-name fields":   q(sameName(10_000)),
-		"directives":                q("{ __typename" + strings.Repeat(" @skip(if: false)", 50_000) + " }"),
-		"fragment chain":            fragmentChain(20_000),
-		"1 MiB id literal":          q(`{ shop(id: "` + strings.Repeat("1", 1<<20-100) + `") { id } }`),
-		"1 MiB comment":             q("{ __typename }\n#" + strings.Repeat("x", 1<<20-100)),
-		"60 000 ids literal":        q(`{ shops(where: {idIn: [` + strings.Repeat(`"4294967297", `, 60_000) + `]}) { totalCount } }`),
+		// Just inside the default limits (2000 tokens, 500 fields): validation's worst shapes.
+		"at the limits: 166 same aliases": q(aliases(166, func(int) string { return `a: shop(id: "1") { id name }` })),
+		"at the limits: 195 conflicting":  q(aliases(195, func(i int) string { return fmt.Sprintf(`a: shop(id: "%d") { id }`, i) })),
+		"at the limits: 120 fragments":    q(distinctFragments(120)),
+		"at the limits: 490 same fields":  q(sameName(490)),
+		"not 10 000 deep (70 KB)":         q("{ shops(where: " + nested("{not: ", "{}", "}", 10_000) + ") { totalCount } }"),
+		"not 100 000 deep (700 KB)":       q("{ shops(where: " + nested("{not: ", "{}", "}", 100_000) + ") { totalCount } }"),
+		"nodes ids 100 000 deep":          q("{ nodes(ids: " + nested("[", `"1"`, "]", 100_000) + ") { id } }"),
+		"selections 100 000 deep":         q(nested("{ a ", "", "}", 100_000)),
+		"50 000 aliases":                  q(typename(50_000)),
+		"1 000 same-name fields":          q(sameName(1_000)),
+		"3 000 same-name fields":          q(sameName(3_000)),
+		"10 000 same-name fields":         q(sameName(10_000)),
+		"directives":                      q("{ __typename" + strings.Repeat(" @skip(if: false)", 50_000) + " }"),
+		"fragment chain":                  fragmentChain(20_000),
+		"1 MiB id literal":                q(`{ shop(id: "` + strings.Repeat("1", 1<<20-100) + `") { id } }`),
+		"1 MiB comment":                   q("{ __typename }\n#" + strings.Repeat("x", 1<<20-100)),
+		"60 000 ids literal":              q(`{ shops(where: {idIn: [` + strings.Repeat(`"4294967297", `, 60_000) + `]}) { totalCount } }`),
 		"variables 100 000 deep": []byte(`{"query":"query($w: ShopWhereInput) { shops(where: $w) { totalCount } }","variables":{"w":` +
 			nested(`{"not":`, "{}", "}", 100_000) + `}}`),
 		"variables 9 000 deep": []byte(`{"query":"query($w: ShopWhereInput) { shops(where: $w) { totalCount } }","variables":{"w":` +

@@ -24,14 +24,20 @@ import (
 
 // Options configures the HTTP surface. Zero values take the defaults noted.
 type Options struct {
-	Introspection bool         // schema introspection (on in dev, off in production)
-	Suggestions   bool         // "did you mean" hints in validation errors (same)
-	MaxComplexity int          // per-operation complexity budget (3000)
-	MaxDepth      int          // maximum field nesting, introspection excluded (10)
-	MaxBodyBytes  int64        // request body limit (1 MiB)
-	Playground    http.Handler // served at "/"; nil serves nothing there
-	Logger        *slog.Logger
-	Registry      *prometheus.Registry // metrics registry (a fresh one if nil)
+	Introspection bool  // schema introspection (on in dev, off in production)
+	Suggestions   bool  // "did you mean" hints in validation errors (same)
+	MaxComplexity int   // per-operation complexity budget (3000)
+	MaxDepth      int   // maximum field nesting, introspection excluded (10)
+	MaxBodyBytes  int64 // request body limit (1 MiB)
+	// Limits bound documents and variables before they are parsed and validated (2000
+	// tokens, nesting 32, 500 fields).
+	Limits DocumentLimits
+	// RequestTimeout is the deadline of each request (and of each query or mutation over a
+	// WebSocket): its work is cancelled then (5 s).
+	RequestTimeout time.Duration
+	Playground     http.Handler // served at "/"; nil serves nothing there
+	Logger         *slog.Logger
+	Registry       *prometheus.Registry // metrics registry (a fresh one if nil)
 	// Health checks each dependency; /healthz answers 200 only when all return nil.
 	Health map[string]func(context.Context) error
 	// WebsocketOrigins lists the origins, besides the endpoint's own, from which browsers may
@@ -50,6 +56,10 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 1 << 20
+	}
+	o.Limits.setDefaults()
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 5 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -85,7 +95,9 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	// request errors get 4xx status codes as the GraphQL-over-HTTP spec describes.
 	srv.AddTransport(transport.GET{UseGrapQLResponseJsonByDefault: true})
 	srv.AddTransport(transport.POST{UseGrapQLResponseJsonByDefault: true})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	queries := lru.New[*ast.QueryDocument](1000)
+	srv.SetQueryCache(queries)
+	srv.Use(documentLimits{DocumentLimits: opts.Limits, accepted: queries})
 	srv.SetDisableSuggestion(!opts.Suggestions)
 	if opts.Introspection {
 		srv.Use(extension.Introspection{})
@@ -93,15 +105,17 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.Use(depthLimit{Max: opts.MaxDepth})
 	srv.Use(extension.FixedComplexityLimit(opts.MaxComplexity))
 	srv.Use(subscriptionsOverWebsocket{})
+	srv.AroundOperations(operationDeadline(opts.RequestTimeout))
 	srv.AroundOperations(websocketSessions(res.Auth, opts.Logger))
 	srv.AroundFields(classifyResolverErrors(opts.Logger))
 	srv.SetErrorPresenter(presentError)
 	srv.SetRecoverFunc(recoverPanic(opts.Logger))
 	srv.AroundResponses(newMetrics(opts.Registry).aroundResponses)
+	srv.AroundResponses(capErrors)
 
 	var h http.Handler = srv
 	h = res.Auth.Middleware(h)
-	return httpRules(h, opts.MaxBodyBytes)
+	return withDeadline(httpRules(h, opts.MaxBodyBytes), opts.RequestTimeout)
 }
 
 // httpRules applies the GraphQL-over-HTTP rules gqlgen leaves open: only GET and POST, no
