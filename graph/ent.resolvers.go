@@ -50,8 +50,15 @@ func (r *queryResolver) Shops(ctx context.Context, after *entgql.Cursor[int], fi
 	if err != nil {
 		return nil, err
 	}
+	if err := checkShopCursors(orderBy, after, before); err != nil {
+		return nil, err
+	}
+	filter, err := shopFilter(where)
+	if err != nil {
+		return nil, err
+	}
 	return r.DB.Shop.Query().Paginate(ctx, after, first, before, last,
-		ent.WithShopOrder(orderBy), ent.WithShopFilter(where.Filter))
+		ent.WithShopOrder(orderBy), ent.WithShopFilter(filter))
 }
 
 // Query returns QueryResolver implementation.

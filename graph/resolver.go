@@ -24,27 +24,6 @@ type Resolver struct {
 	Live    *live.Hub    // subscriptions' shared pollers
 }
 
-// Page sizes for connections: a missing first/last means DefaultPageSize, more than
-// MaxPageSize is refused (the complexity limit multiplies by the same numbers).
-const (
-	DefaultPageSize = 20
-	MaxPageSize     = 100
-	MaxNodeIDs      = 100
-)
-
-func pageArgs(first, last *int) (*int, *int, error) {
-	for name, v := range map[string]*int{"first": first, "last": last} {
-		if v != nil && (*v < 0 || *v > MaxPageSize) {
-			return nil, nil, apperr.Invalid(name, "%s must be between 0 and %d", name, MaxPageSize)
-		}
-	}
-	if first == nil && last == nil {
-		n := DefaultPageSize
-		first = &n
-	}
-	return first, last, nil
-}
-
 func requireUser(ctx context.Context) (*auth.Session, error) {
 	s := auth.FromContext(ctx)
 	if s == nil {

@@ -132,6 +132,9 @@ func (r *queryResolver) MyOrders(ctx context.Context, first *int, after *entgql.
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSingleOrderCursor(after); err != nil {
+		return nil, err
+	}
 	return r.ordersOf(ctx, s.UserID, *first, after)
 }
 

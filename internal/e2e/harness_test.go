@@ -118,12 +118,15 @@ func (r *result) code() string {
 	return c
 }
 
-// do posts one GraphQL operation; token may be "".
+// do posts one GraphQL operation; token may be "". It accepts
+// application/graphql-response+json, as current clients do: request errors then come with
+// 4xx statuses (TestGraphQLOverHTTP covers application/json).
 func (e *env) do(token, query string, vars map[string]any) *result {
 	e.t.Helper()
 	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
 	req, _ := http.NewRequest(http.MethodPost, e.url+"/query", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/graphql-response+json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

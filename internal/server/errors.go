@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -49,9 +50,28 @@ func classifyResolverErrors(log *slog.Logger) graphql.FieldMiddleware {
 	}
 }
 
-// presentError puts the typed code in extensions.code, the offending input in
+// presenter puts the typed code in extensions.code, the offending input in
 // extensions.field and any further extensions of the typed error (which cannot override
-// those two) beside them.
+// those two) beside them. Without suggestions, no "Did you mean" hint survives: gqlgen's
+// switch covers unknown fields only, not enum values, arguments or input fields.
+func presenter(suggestions bool) graphql.ErrorPresenterFunc {
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		gqlErr := presentError(ctx, err)
+		if !suggestions {
+			gqlErr.Message = withoutSuggestion(gqlErr.Message)
+		}
+		return gqlErr
+	}
+}
+
+// withoutSuggestion drops gqlparser's " Did you mean …?" tail, which names schema members.
+func withoutSuggestion(msg string) string {
+	if i := strings.Index(msg, " Did you mean "); i >= 0 {
+		return msg[:i]
+	}
+	return msg
+}
+
 func presentError(ctx context.Context, err error) *gqlerror.Error {
 	gqlErr := graphql.DefaultErrorPresenter(ctx, err)
 	if gqlErr.Extensions == nil {

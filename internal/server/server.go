@@ -7,17 +7,14 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/vektah/gqlparser/v2/ast"
-	"github.com/vektah/gqlparser/v2/parser"
 
 	gql "github.com/surgekit/surge/graph"
 )
@@ -82,23 +79,21 @@ func New(res *gql.Resolver, opts Options) http.Handler {
 	return mux
 }
 
-// GraphQL returns the /query handler: methods and body size checked first, then the bearer
-// token resolved, then gqlgen, which serves GET, POST and WebSocket (subscriptions) with the
-// same limits.
+// GraphQL returns the /query handler: a deadline set, the bearer token resolved, then gqlgen
+// with this package's HTTP transport (GET, POST) and the WebSocket one (subscriptions), under
+// the same limits.
 func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	opts.setDefaults()
 	cfg := gql.Config{Resolvers: res}
 	setComplexity(&cfg.Complexity)
 	srv := handler.New(gql.NewExecutableSchema(cfg))
 	srv.AddTransport(websocketTransport(res.Auth, opts))
-	// application/graphql-response+json unless the client asks for application/json: with it,
-	// request errors get 4xx status codes as the GraphQL-over-HTTP spec describes.
-	srv.AddTransport(transport.GET{UseGrapQLResponseJsonByDefault: true})
-	srv.AddTransport(transport.POST{UseGrapQLResponseJsonByDefault: true})
+	srv.AddTransport(httpTransport{maxBody: opts.MaxBodyBytes, limits: opts.Limits})
 	queries := lru.New[*ast.QueryDocument](1000)
 	srv.SetQueryCache(queries)
 	srv.Use(documentLimits{DocumentLimits: opts.Limits, accepted: queries})
 	srv.SetDisableSuggestion(!opts.Suggestions)
+	srv.SetValidationRulesFn(validationRules(opts.Introspection))
 	if opts.Introspection {
 		srv.Use(extension.Introspection{})
 	}
@@ -108,64 +103,14 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.AroundOperations(operationDeadline(opts.RequestTimeout))
 	srv.AroundOperations(websocketSessions(res.Auth, opts.Logger))
 	srv.AroundFields(classifyResolverErrors(opts.Logger))
-	srv.SetErrorPresenter(presentError)
+	srv.SetErrorPresenter(presenter(opts.Suggestions))
 	srv.SetRecoverFunc(recoverPanic(opts.Logger))
 	srv.AroundResponses(newMetrics(opts.Registry).aroundResponses)
 	srv.AroundResponses(capErrors)
 
 	var h http.Handler = srv
 	h = res.Auth.Middleware(h)
-	return withDeadline(httpRules(h, opts.MaxBodyBytes), opts.RequestTimeout)
-}
-
-// httpRules applies the GraphQL-over-HTTP rules gqlgen leaves open: only GET and POST, no
-// mutations over GET (405 with Allow: POST), and a bounded body (413).
-func httpRules(next http.Handler, maxBody int64) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.Method {
-		case http.MethodPost:
-			if r.ContentLength > maxBody {
-				writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
-				return
-			}
-			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-		case http.MethodGet:
-			if isMutation(r.URL.Query().Get("query"), r.URL.Query().Get("operationName")) {
-				w.Header().Set("Allow", "POST")
-				writeError(w, http.StatusMethodNotAllowed, "mutations must use POST")
-				return
-			}
-		default:
-			w.Header().Set("Allow", "GET, POST")
-			writeError(w, http.StatusMethodNotAllowed, "use GET or POST")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// isMutation reports whether the selected operation of query is not a query. Unparsable
-// documents return false and get their parse error from gqlgen.
-func isMutation(query, opName string) bool {
-	if !strings.Contains(query, "mutation") && !strings.Contains(query, "subscription") {
-		return false
-	}
-	doc, err := parser.ParseQuery(&ast.Source{Input: query})
-	if err != nil {
-		return false
-	}
-	for _, op := range doc.Operations {
-		if (opName == "" || op.Name == opName) && op.Operation != ast.Query {
-			return true
-		}
-	}
-	return false
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"errors": []map[string]string{{"message": msg}}})
+	return withDeadline(h, opts.RequestTimeout)
 }
 
 // healthHandler answers 200 when every check passes within 2 s, else 503; the body names each
