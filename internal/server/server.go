@@ -32,9 +32,14 @@ type Options struct {
 	// RequestTimeout is the deadline of each request (and of each query or mutation over a
 	// WebSocket): its work is cancelled then (5 s).
 	RequestTimeout time.Duration
-	Playground     http.Handler // served at "/"; nil serves nothing there
-	Logger         *slog.Logger
-	Registry       *prometheus.Registry // metrics registry (a fresh one if nil)
+	// TrustedProxyHeader names the header a reverse proxy sets to the client's address (e.g.
+	// X-Forwarded-For, X-Real-IP): its last address counts as the client's for per-client
+	// limits. Empty: the peer's address. Set it only when every request comes through that
+	// proxy, or clients pick their own address.
+	TrustedProxyHeader string
+	Playground         http.Handler // served at "/"; nil serves nothing there
+	Logger             *slog.Logger
+	Registry           *prometheus.Registry // metrics registry (a fresh one if nil)
 	// Health checks each dependency; /healthz answers 200 only when all return nil.
 	Health map[string]func(context.Context) error
 	// WebsocketOrigins lists the origins, besides the endpoint's own, from which browsers may
@@ -100,6 +105,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.Use(depthLimit{Max: opts.MaxDepth})
 	srv.Use(extension.FixedComplexityLimit(opts.MaxComplexity))
 	srv.Use(subscriptionsOverWebsocket{})
+	srv.Use(sideEffectLimit{})
 	srv.AroundOperations(operationDeadline(opts.RequestTimeout))
 	srv.AroundOperations(websocketSessions(res.Auth, opts.Logger))
 	srv.AroundFields(classifyResolverErrors(opts.Logger))
@@ -110,7 +116,8 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 
 	var h http.Handler = srv
 	h = res.Auth.Middleware(h)
-	return withDeadline(h, opts.RequestTimeout)
+	h = withDeadline(h, opts.RequestTimeout)
+	return withClientAddress(h, opts.TrustedProxyHeader)
 }
 
 // healthHandler answers 200 when every check passes within 2 s, else 503; the body names each

@@ -1,6 +1,10 @@
 package server
 
-import "testing"
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
 
 func TestNegotiate(t *testing.T) {
 	for accept, want := range map[string]string{
@@ -22,6 +26,30 @@ func TestNegotiate(t *testing.T) {
 		got, ok := negotiate(accept)
 		if got != want || ok != (want != "") {
 			t.Errorf("Accept %q: %q %v, want %q", accept, got, ok, want)
+		}
+	}
+}
+
+func TestClientAddress(t *testing.T) {
+	for name, c := range map[string]struct {
+		remote, header, value, want string
+	}{
+		"peer v4":                {"203.0.113.7:5000", "", "", "203.0.113.7"},
+		"peer v6 is its /64":     {"[2001:db8:1:2:3:4:5:6]:443", "", "", "2001:db8:1:2::/64"},
+		"v4-mapped v6":           {"[::ffff:203.0.113.7]:1", "", "", "203.0.113.7"},
+		"untrusted header":       {"203.0.113.7:1", "", "198.51.100.1", "203.0.113.7"},
+		"trusted header":         {"10.0.0.2:1", "X-Forwarded-For", "198.51.100.1", "198.51.100.1"},
+		"forged entries ignored": {"10.0.0.2:1", "X-Forwarded-For", "1.2.3.4, 5.6.7.8, 198.51.100.1", "198.51.100.1"},
+		"malformed falls back":   {"10.0.0.2:1", "X-Forwarded-For", "not-an-ip", "10.0.0.2"},
+		"header absent":          {"10.0.0.2:1", "X-Real-IP", "", "10.0.0.2"},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/query", nil)
+		r.RemoteAddr = c.remote
+		if c.value != "" {
+			r.Header.Set("X-Forwarded-For", c.value)
+		}
+		if got := clientAddress(r, c.header); got != c.want {
+			t.Errorf("%s: %q, want %q", name, got, c.want)
 		}
 	}
 }
