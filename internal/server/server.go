@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
@@ -107,6 +108,9 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.Use(subscriptionsOverWebsocket{})
 	srv.Use(sideEffectLimit{})
 	srv.AroundOperations(operationDeadline(opts.RequestTimeout))
+	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+		return next(res.WithLoaders(ctx)) // batch shop(id:) and voucher(id:) lookups per operation
+	})
 	srv.AroundOperations(websocketSessions(res.Auth, opts.Logger))
 	srv.AroundFields(classifyResolverErrors(opts.Logger))
 	srv.SetErrorPresenter(presenter(opts.Suggestions))
