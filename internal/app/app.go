@@ -99,16 +99,18 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	a.closers = append(a.closers, func() error { a.Live.Close(); return nil })
 	res := &gql.Resolver{DB: a.DB.Ent, Auth: a.Auth, Catalog: a.Catalog, Seckill: a.Seckill, Live: a.Live, Log: a.Log}
 	a.Handler = server.New(res, server.Options{
-		Introspection:      cfg.Introspection,
-		Suggestions:        cfg.Dev(),
-		MaxComplexity:      cfg.MaxComplexity,
-		MaxDepth:           cfg.MaxDepth,
-		Limits:             server.DocumentLimits{MaxTokens: cfg.MaxTokens, MaxNesting: cfg.MaxNesting, MaxFields: cfg.MaxFields},
-		RequestTimeout:     cfg.RequestTimeout,
-		TrustedProxyHeader: cfg.TrustedProxyHeader,
-		Playground:         playground.Handler("/query"),
-		Logger:             a.Log,
-		Registry:           registry,
+		Introspection:          cfg.Introspection,
+		Suggestions:            cfg.Dev(),
+		MaxComplexity:          cfg.MaxComplexity,
+		MaxDepth:               cfg.MaxDepth,
+		Limits:                 server.DocumentLimits{MaxTokens: cfg.MaxTokens, MaxNesting: cfg.MaxNesting, MaxFields: cfg.MaxFields},
+		RequestTimeout:         cfg.RequestTimeout,
+		TrustedProxyHeader:     cfg.TrustedProxyHeader,
+		WebsocketSubscriptions: cfg.WSMaxSubscriptions,
+		WebsocketConnections:   cfg.WSMaxConnectionsPerIP,
+		Playground:             playground.Handler("/query"),
+		Logger:                 a.Log,
+		Registry:               registry,
 		Health: map[string]func(context.Context) error{
 			"redis":    func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() },
 			"database": a.DB.Ping,

@@ -46,7 +46,12 @@ type Config struct {
 	// sends per client address and server-wide, "N/window" (e.g. 20/1h) or "off". Production
 	// defaults: 20/1h and 1000/1m; dev mode: off (codes are returned, nothing is delivered).
 	LoginSendRateIP, LoginSendRateGlobal auth.Rate
-	CachePrefix                          string // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
+	// WSMaxSubscriptions is SURGE_WS_MAX_SUBSCRIPTIONS, -ws-max-subscriptions (10): the
+	// subscriptions one WebSocket connection may run at once. WSMaxConnectionsPerIP is
+	// SURGE_WS_MAX_CONNECTIONS_PER_IP, -ws-max-connections-per-ip (50): the WebSocket
+	// connections one client address may hold open.
+	WSMaxSubscriptions, WSMaxConnectionsPerIP int
+	CachePrefix                               string // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
 	// SeckillStrategy is SURGE_SECKILL_STRATEGY, -seckill-strategy: "lua" (Redis admission,
 	// asynchronous orders; default) or "sync" (one database transaction per grab).
 	SeckillStrategy string
@@ -123,6 +128,8 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	proxyHeader := fs.String("trusted-proxy-header", env("SURGE_TRUSTED_PROXY_HEADER", ""), "header whose last address is the client's, behind a reverse proxy, e.g. X-Forwarded-For (SURGE_TRUSTED_PROXY_HEADER)")
 	sendRateIP := fs.String("login-send-rate-ip", env("SURGE_LOGIN_SEND_RATE_IP", ""), `login code sends per client address, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_IP; default 20/1h, dev mode off)`)
 	sendRateGlobal := fs.String("login-send-rate-global", env("SURGE_LOGIN_SEND_RATE_GLOBAL", ""), `login code sends server-wide, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_GLOBAL; default 1000/1m, dev mode off)`)
+	wsSubs := fs.Int("ws-max-subscriptions", envInt(getenv, "SURGE_WS_MAX_SUBSCRIPTIONS", 10), "subscriptions one WebSocket connection may run at once (SURGE_WS_MAX_SUBSCRIPTIONS)")
+	wsConns := fs.Int("ws-max-connections-per-ip", envInt(getenv, "SURGE_WS_MAX_CONNECTIONS_PER_IP", 50), "WebSocket connections one client address may hold open (SURGE_WS_MAX_CONNECTIONS_PER_IP)")
 	readTimeout := fs.Duration("read-timeout", envDuration(getenv, "SURGE_READ_TIMEOUT", 10*time.Second), "how long a client may take to send one request (SURGE_READ_TIMEOUT)")
 	cachePrefix := fs.String("cache-prefix", env("SURGE_CACHE_PREFIX", "cache"), "prefix of cache keys, to share one Redis between deployments (SURGE_CACHE_PREFIX)")
 	strategy := fs.String("seckill-strategy", env("SURGE_SECKILL_STRATEGY", "lua"), `seckill strategy: "lua" or "sync" (SURGE_SECKILL_STRATEGY)`)
@@ -141,6 +148,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			MaxTokens:        *maxTokens, MaxNesting: *maxNesting, MaxFields: *maxFields,
 			RequestTimeout: *requestTimeout, ReadTimeout: *readTimeout,
 			TrustedProxyHeader: strings.TrimSpace(*proxyHeader),
+			WSMaxSubscriptions: *wsSubs, WSMaxConnectionsPerIP: *wsConns,
 		}
 		if c.SeckillClaimIdle <= 0 {
 			return Config{}, fmt.Errorf("seckill-claim-idle must be positive")
@@ -187,6 +195,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		}
 		if c.MaxComplexity <= 0 || c.MaxDepth <= 0 || c.MaxTokens <= 0 || c.MaxNesting <= 0 || c.MaxFields <= 0 {
 			return Config{}, fmt.Errorf("max-complexity, max-depth, max-tokens, max-nesting and max-fields must be positive")
+		}
+		if c.WSMaxSubscriptions <= 0 || c.WSMaxConnectionsPerIP <= 0 {
+			return Config{}, fmt.Errorf("ws-max-subscriptions and ws-max-connections-per-ip must be positive")
 		}
 		if c.RequestTimeout <= 0 || c.ReadTimeout <= 0 {
 			return Config{}, fmt.Errorf("request-timeout and read-timeout must be positive")

@@ -844,7 +844,7 @@ func websocketLimits(t *testing.T, p *surgeProc) {
 	// The first message of each subscription says whether it was accepted (the stock) or
 	// refused (an error); they arrive in any order.
 	first := map[string]bool{}
-	accepted, refused := 0, 0
+	accepted, refused, acceptedID := 0, 0, ""
 	timeout := time.After(10 * time.Second)
 	for len(first) < tries {
 		select {
@@ -857,7 +857,7 @@ func websocketLimits(t *testing.T, p *surgeProc) {
 			}
 			first[m.ID] = true
 			if m.Type == "next" && !bytes.Contains(m.Payload, []byte(`"errors"`)) {
-				accepted++
+				accepted, acceptedID = accepted+1, m.ID
 			} else {
 				refused++
 			}
@@ -869,6 +869,23 @@ func websocketLimits(t *testing.T, p *surgeProc) {
 		t.Errorf("50 subscriptions on one connection: %d accepted, %d refused; want a cap", accepted, refused)
 	}
 	t.Logf("subscriptions on one connection: %d accepted, %d refused", accepted, refused)
+	// A completed subscription gives its slot back.
+	ws.stop(acceptedID)
+	ws.subscribe("again", `subscription($v: ID!) { voucherStock(voucherId: $v) }`, map[string]any{"v": voucherID})
+	for deadline := time.After(10 * time.Second); ; {
+		select {
+		case m := <-ws.msgs:
+			if m.ID != "again" {
+				continue
+			}
+			if m.Type != "next" || bytes.Contains(m.Payload, []byte(`"errors"`)) {
+				t.Fatalf("a subscription after one completed: %s %s", m.Type, m.Payload)
+			}
+		case <-deadline:
+			t.Fatal("no answer to a subscription after one completed")
+		}
+		break
+	}
 
 	open := 0
 	for range 100 {

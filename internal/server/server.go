@@ -48,6 +48,9 @@ type Options struct {
 	// AcceptOptions.OriginPatterns, e.g. "app.example.com" or "*.example.com"). MaxBodyBytes
 	// also bounds WebSocket messages.
 	WebsocketOrigins []string
+	// WebsocketSubscriptions caps the subscriptions running on one WebSocket connection (10);
+	// WebsocketConnections caps the open connections of one client address (50).
+	WebsocketSubscriptions, WebsocketConnections int
 }
 
 func (o *Options) setDefaults() {
@@ -61,6 +64,12 @@ func (o *Options) setDefaults() {
 		o.MaxBodyBytes = 1 << 20
 	}
 	o.Limits.setDefaults()
+	if o.WebsocketSubscriptions <= 0 {
+		o.WebsocketSubscriptions = 10
+	}
+	if o.WebsocketConnections <= 0 {
+		o.WebsocketConnections = 50
+	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 5 * time.Second
 	}
@@ -112,6 +121,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 		return next(res.WithLoaders(ctx)) // batch shop(id:) and voucher(id:) lookups per operation
 	})
 	srv.AroundOperations(websocketSessions(res.Auth, opts.Logger))
+	srv.AroundOperations(limitSubscriptions)
 	srv.AroundFields(classifyResolverErrors(opts.Logger))
 	srv.SetErrorPresenter(presenter(opts.Suggestions))
 	srv.SetRecoverFunc(recoverPanic(opts.Logger))
@@ -121,6 +131,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	var h http.Handler = srv
 	h = res.Auth.Middleware(h)
 	h = withDeadline(h, opts.RequestTimeout)
+	h = limitConnections(h, opts.WebsocketConnections)
 	return withClientAddress(h, opts.TrustedProxyHeader)
 }
 
