@@ -343,15 +343,6 @@ func TestHostileClients(t *testing.T) {
 // hostileDocuments are the bodies of item 2 (and a few more of the same family), each at most
 // 1 MiB.
 func hostileDocuments() map[string][]byte {
-	typename := func(n int) string {
-		var b strings.Builder
-		b.WriteString("{")
-		for i := range n {
-			fmt.Fprintf(&b, " a%d: __typename", i)
-		}
-		b.WriteString(" }")
-		return b.String()
-	}
 	sameName := func(n int) string { // overlapping-fields validation is quadratic in these
 		return "{ shops(first: 1) { edges { node {" + strings.Repeat(" id", n) + " } } } }"
 	}
@@ -364,6 +355,7 @@ func hostileDocuments() map[string][]byte {
 		}
 		return b.String() + " }"
 	}
+	typename := func(n int) string { return aliases(n, func(i int) string { return fmt.Sprintf("a%d: __typename", i) }) }
 	distinctFragments := func(n int) string {
 		var b strings.Builder
 		b.WriteString("{ shops(first: 1) { edges { node {")
@@ -586,9 +578,9 @@ func clientMistakes(t *testing.T, p *surgeProc, admin string) {
 	// Execution: bad arguments are BAD_USER_INPUT (HTTP 200, as the spec wants for field errors).
 	execution := map[string][]byte{
 		"first and last":          gqlBody(`{ shops(first: 2, last: 2) { totalCount } }`, nil),
-		"tampered cursor":         gqlBody(`{ shops(after: "gqFpzwAAAAEAAAABoXaBoWEB", orderBy: [{field: SCORE}]) { totalCount } }`, nil),
-		"cursor of another order": gqlBody(`{ shops(after: "gqFpzwAAAAEAAAABoXaSAQI") { totalCount } }`, nil),
-		"garbage cursor":          gqlBody(`{ shops(after: "Zm9v") { totalCount } }`, nil),
+		"tampered cursor":         gqlBody(`{ shops(after: "gqFpzwAAAAEAAAABoXaBoWEB", orderBy: [{field: SCORE}]) { edges { node { id } } } }`, nil),
+		"cursor of another order": gqlBody(`{ shops(after: "gqFpzwAAAAEAAAABoXaSAQI") { edges { node { id } } } }`, nil),
+		"garbage cursor":          gqlBody(`{ shops(after: "Zm9v") { edges { node { id } } } }`, nil),
 		"empty not":               gqlBody(`{ shops(where: {not: {}}) { totalCount } }`, nil),
 	}
 	for name, body := range execution {
