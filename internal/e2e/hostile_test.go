@@ -371,7 +371,7 @@ func hostileDocuments() map[string][]byte {
 	docs := map[string][]byte{
 		// Just inside the default limits (2000 tokens, 500 fields): validation's worst shapes.
 		"at the limits: 166 same aliases": q(aliases(166, func(int) string { return `a: shop(id: "1") { id name }` })),
-		"at the limits: 195 conflicting":  q(aliases(195, func(i int) string { return fmt.Sprintf(`a: shop(id: "%d") { id }`, i) })),
+		"at the limits: 180 conflicting":  q(aliases(180, func(i int) string { return fmt.Sprintf(`a: shop(id: "%d") { id }`, i) })),
 		"at the limits: 120 fragments":    q(distinctFragments(120)),
 		"at the limits: 490 same fields":  q(sameName(490)),
 		"not 10 000 deep (70 KB)":         q("{ shops(where: " + nested("{not: ", "{}", "}", 10_000) + ") { totalCount } }"),
