@@ -42,7 +42,7 @@ const (
 	// maxCPUPerRequest is the target: any body up to 1 MiB answered or refused within
 	// 100 ms of server CPU. /proc counts CPU in 10 ms ticks, hence the one tick of slack.
 	maxCPUPerRequest = 100*time.Millisecond + 10*time.Millisecond
-	maxErrorBody     = 4 << 10 // no answer echoes a hostile input: every refusal stays this small
+	maxErrorBody     = 16 << 10 // no answer echoes a hostile input: at most 20 errors of 300 bytes
 	hostileTimeout   = 5 * time.Second
 )
 
