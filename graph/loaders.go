@@ -3,17 +3,20 @@ package graph
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vikstrous/dataloadgen"
 
 	"github.com/surgekit/surge/ent"
 )
 
-// loaderWait is how long a loader gathers keys before it fetches them: gqlgen resolves the
-// root fields of a query concurrently, so aliases of shop(id:) or voucher(id:) arrive within
-// it and cost one fetch.
-const loaderWait = 500 * time.Microsecond
+// loaderWait bounds how long a loader waits for the lookups it expects (see WithLoaders)
+// before it fetches what it has: one comes late only when its field never resolves (an
+// invalid id, @skip).
+const loaderWait = 2 * time.Millisecond
 
 // loaders batch the lookups by id of one operation.
 type loaders struct {
@@ -24,13 +27,50 @@ type loaders struct {
 type loadersKey struct{}
 
 // WithLoaders returns ctx carrying fresh loaders for one operation (the server installs them
-// around every operation; they cache what they loaded until the operation ends).
+// around every operation; they cache what they loaded until the operation ends). Each loader
+// knows from the operation how many distinct ids its root field asks for (all aliases of
+// shop(id:), of voucher(id:)) and fetches as soon as they have all asked: gqlgen resolves
+// root fields concurrently, so the aliases cost one fetch, with no timed wait for a single one.
 func (r *Resolver) WithLoaders(ctx context.Context) context.Context {
-	wait := dataloadgen.WithWait(loaderWait)
+	lookups := rootLookups(graphql.GetOperationContext(ctx))
+	options := func(field string) []dataloadgen.Option {
+		return []dataloadgen.Option{dataloadgen.WithWait(loaderWait), dataloadgen.WithBatchCapacity(max(1, len(lookups[field])))}
+	}
 	return context.WithValue(ctx, loadersKey{}, &loaders{
-		shops:    dataloadgen.NewMappedLoader(r.Catalog.Shops, wait),
-		vouchers: dataloadgen.NewMappedLoader(r.Catalog.Vouchers, wait),
+		shops:    dataloadgen.NewMappedLoader(r.Catalog.Shops, options("shop")...),
+		vouchers: dataloadgen.NewMappedLoader(r.Catalog.Vouchers, options("voucher")...),
 	})
+}
+
+// rootLookups lists, per root field of a query (aliases and fragments included), the distinct
+// values of its id argument.
+func rootLookups(op *graphql.OperationContext) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	if op.Operation == nil || op.Operation.Operation != ast.Query {
+		return out
+	}
+	var walk func(ast.SelectionSet)
+	walk = func(set ast.SelectionSet) {
+		for _, sel := range set {
+			switch s := sel.(type) {
+			case *ast.Field:
+				if id, ok := s.ArgumentMap(op.Variables)["id"]; ok {
+					if out[s.Name] == nil {
+						out[s.Name] = map[string]bool{}
+					}
+					out[s.Name][fmt.Sprint(id)] = true
+				}
+			case *ast.InlineFragment:
+				walk(s.SelectionSet)
+			case *ast.FragmentSpread:
+				if s.Definition != nil {
+					walk(s.Definition.SelectionSet)
+				}
+			}
+		}
+	}
+	walk(op.Operation.SelectionSet)
+	return out
 }
 
 // shopByID is a shop, or (nil, nil): batched with the operation's other shop lookups.

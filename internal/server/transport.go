@@ -10,10 +10,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
@@ -40,7 +41,7 @@ const (
 //   - a document that fails to parse or validate, or variables that fail to coerce, are 400
 //     under application/graphql-response+json and 200 under application/json;
 //   - request errors carry no data entry; an executed operation always does;
-//   - the body is strict JSON: one object, UTF-8, no duplicate keys, at most maxBody bytes
+//   - the body is strict JSON: one object, UTF-8, no duplicate names, at most maxBody bytes
 //     (413 also for a chunked body), query a string, variables and extensions objects;
 //   - mutations over GET are 405 with Allow: POST.
 type httpTransport struct {
@@ -206,44 +207,29 @@ func (t httpTransport) paramsFromBody(w http.ResponseWriter, r *http.Request) (*
 	return t.decodeBody(body, r.Header)
 }
 
-// decodeBody parses {"query", "operationName", "variables", "extensions"} strictly.
+// decodeBody parses {"query", "operationName", "variables", "extensions"} strictly: checked
+// by checkJSON, then decoded once as gqlgen does (numbers kept as json.Number); a member of the
+// wrong type fails the decode.
 func (t httpTransport) decodeBody(body []byte, h http.Header) (*graphql.RawParams, *requestError) {
 	if err := t.checkJSON(body, "the body"); err != nil {
 		return nil, err
 	}
-	var raw struct {
-		Query         json.RawMessage `json:"query"`
-		OperationName json.RawMessage `json:"operationName"`
-		Variables     json.RawMessage `json:"variables"`
-		Extensions    json.RawMessage `json:"extensions"`
+	p := &graphql.RawParams{}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if dec.Decode(p) != nil {
+		return nil, badRequest(http.StatusBadRequest,
+			`the body must be a JSON object: query a string, operationName a string or null, variables and extensions objects or null`)
 	}
-	if json.Unmarshal(body, &raw) != nil {
-		return nil, badRequest(http.StatusBadRequest, `the body must be a JSON object {"query": "...", "variables": {...}}`)
+	if p.Query == "" {
+		return nil, badRequest(http.StatusBadRequest, "query is missing")
 	}
-	p := &graphql.RawParams{Headers: h}
-	if json.Unmarshal(raw.Query, &p.Query) != nil || isNull(raw.Query) {
-		return nil, badRequest(http.StatusBadRequest, "query must be a string")
-	}
-	if !isNull(raw.OperationName) && json.Unmarshal(raw.OperationName, &p.OperationName) != nil {
-		return nil, badRequest(http.StatusBadRequest, "operationName must be a string or null")
-	}
-	for name, field := range map[string]struct {
-		raw json.RawMessage
-		dst *map[string]any
-	}{"variables": {raw.Variables, &p.Variables}, "extensions": {raw.Extensions, &p.Extensions}} {
-		if !isNull(field.raw) {
-			if err := t.decodeObject(field.raw, name, field.dst); err != nil {
-				return nil, err
-			}
-		}
-	}
+	p.Headers = h
 	return p, nil
 }
 
-func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
-
-// decodeObject decodes a JSON object (variables, extensions), numbers kept as json.Number as
-// gqlgen expects.
+// decodeObject decodes a JSON object (variables, extensions of a GET), numbers kept as
+// json.Number as gqlgen expects.
 func (t httpTransport) decodeObject(raw []byte, name string, dst *map[string]any) *requestError {
 	if err := t.checkJSON(raw, name); err != nil {
 		return err
@@ -256,89 +242,56 @@ func (t httpTransport) decodeObject(raw []byte, name string, dst *map[string]any
 	return nil
 }
 
-// checkJSON refuses what encoding/json would let through silently: invalid UTF-8 (replaced by
-// U+FFFD), duplicate keys (the last wins: a smuggled second "query"), trailing data, and JSON
-// larger than the document limits (values and nesting, with room for the request's envelope).
-func (t httpTransport) checkJSON(raw []byte, what string) *requestError {
-	if !utf8.Valid(raw) {
-		return badRequest(http.StatusBadRequest, "%s is not valid UTF-8", what)
-	}
-	s := jsonScan{dec: json.NewDecoder(bytes.NewReader(raw)),
-		maxValues: t.limits.MaxTokens + envelopeValues, maxDepth: t.limits.MaxNesting + envelopeDepth}
-	if err := s.value(0); err != nil {
-		return err
-	}
-	if _, err := s.dec.Token(); err != io.EOF {
-		return badRequest(http.StatusBadRequest, "%s is not one JSON value", what)
-	}
-	return nil
-}
-
-// The request's own JSON around variables and extensions: the body object, its four members.
+// The request's own JSON around variables and extensions: the body object and its four
+// members.
 const (
 	envelopeValues = 5
 	envelopeDepth  = 1
 )
 
-// jsonScan walks JSON tokens, refusing duplicate keys and JSON past its budgets.
-type jsonScan struct {
-	dec       *json.Decoder
-	values    int // values seen
-	maxValues int
-	maxDepth  int
-}
-
-// value reads one value nested in depth containers.
-func (s *jsonScan) value(depth int) *requestError {
-	tok, err := s.dec.Token()
-	if err != nil {
-		return badRequest(http.StatusBadRequest, "invalid JSON")
-	}
-	if s.values++; s.values > s.maxValues {
-		return &requestError{http.StatusBadRequest, tooLarge("the JSON has more than %d values", s.maxValues)}
-	}
-	switch tok {
-	case json.Delim('{'), json.Delim('['):
-		if depth+1 > s.maxDepth {
-			return &requestError{http.StatusBadRequest, tooLarge("the JSON nests more than %d levels", s.maxDepth)}
+// checkJSON refuses, in one pass of jsontext's decoder (strict RFC 8259, no allocation per
+// token), what encoding/json would let through silently: invalid UTF-8 (replaced by U+FFFD),
+// duplicate names (the last wins: a smuggled second "query"), more than one value, and JSON
+// past the document limits in values or nesting (with room for the request's envelope).
+func (t httpTransport) checkJSON(raw []byte, what string) *requestError {
+	maxValues, maxDepth := t.limits.MaxTokens+envelopeValues, t.limits.MaxNesting+envelopeDepth
+	dec := decoders.Get().(*jsontext.Decoder)
+	defer decoders.Put(dec)
+	dec.Reset(bytes.NewReader(raw))
+	for values, done := 0, false; ; done = dec.StackDepth() == 0 {
+		tok, err := dec.ReadToken()
+		switch {
+		case err == io.EOF && done:
+			return nil
+		case errors.Is(err, jsontext.ErrDuplicateName):
+			return badRequest(http.StatusBadRequest, "%s has a duplicate name in a JSON object", what)
+		case err != nil:
+			return badRequest(http.StatusBadRequest, "%s is not valid JSON", what)
+		case done:
+			return badRequest(http.StatusBadRequest, "%s is more than one JSON value", what)
+		case dec.StackDepth() > maxDepth:
+			return &requestError{http.StatusBadRequest, tooLarge("%s nests more than %d levels", what, maxDepth)}
 		}
-		if tok == json.Delim('{') {
-			return s.object(depth + 1)
-		}
-		for s.dec.More() {
-			if err := s.value(depth + 1); err != nil {
-				return err
+		if isValue(dec, tok.Kind()) {
+			if values++; values > maxValues {
+				return &requestError{http.StatusBadRequest, tooLarge("%s has more than %d values", what, maxValues)}
 			}
 		}
-		return s.closing()
-	case json.Delim('}'), json.Delim(']'):
-		return badRequest(http.StatusBadRequest, "invalid JSON")
 	}
-	return nil
 }
 
-func (s *jsonScan) object(depth int) *requestError {
-	seen := map[string]bool{}
-	for s.dec.More() {
-		tok, err := s.dec.Token()
-		key, isKey := tok.(string)
-		if err != nil || !isKey {
-			return badRequest(http.StatusBadRequest, "invalid JSON")
-		}
-		if seen[key] {
-			return badRequest(http.StatusBadRequest, "duplicate key %q in JSON", truncate(key, 64))
-		}
-		seen[key] = true
-		if err := s.value(depth); err != nil {
-			return err
-		}
-	}
-	return s.closing()
-}
+// decoders recycles checkJSON's decoders (and their buffers) across requests.
+var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewReader(nil)) }}
 
-func (s *jsonScan) closing() *requestError {
-	if _, err := s.dec.Token(); err != nil {
-		return badRequest(http.StatusBadRequest, "invalid JSON")
+// isValue tells a value's first token from an object's name and from closing delimiters.
+func isValue(dec *jsontext.Decoder, k jsontext.Kind) bool {
+	if k == '}' || k == ']' {
+		return false
 	}
-	return nil
+	depth := dec.StackDepth()
+	if k == '{' || k == '[' { // the container just opened: its parent decides
+		depth--
+	}
+	kind, length := dec.StackIndex(depth)
+	return kind != '{' || length%2 == 0 // in an object, names are the odd tokens
 }

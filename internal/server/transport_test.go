@@ -53,3 +53,31 @@ func TestClientAddress(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckJSON(t *testing.T) {
+	tr := httpTransport{limits: DocumentLimits{MaxTokens: 10, MaxNesting: 3}}
+	for raw, want := range map[string]string{
+		`{"query":"{ a }"}`: "",
+		` {"query":"{ a }", "variables": {"a": [1, {"b": null}]}} `: "",
+		`{"query":"x","query":"y"}`:                                 CodeBadRequest, // a smuggled second query
+		`{"v":{"a":1,"\u0061":2}}`:                                  CodeBadRequest, // the same name, escaped
+		`{"query":"x"} {"query":"y"}`:                               CodeBadRequest,
+		`{"query":"x"}]`:                                            CodeBadRequest,
+		"\xef\xbb\xbf{\"query\":\"x\"}":                             CodeBadRequest, // BOM
+		"{\"query\":\"\xff\"}":                                      CodeBadRequest, // invalid UTF-8
+		`{"query":`:                                                 CodeBadRequest,
+		`{"a":{"b":{"c":{"d":{}}}}}`:                                CodeDocumentTooLarge, // 5 levels > 3 + envelope
+		`{"a":{"b":{"c":{}}}}`:                                      "",
+		`{"v":[1,2,3,4,5,6,7,8,9,10,11,12,13,14]}`:                  CodeDocumentTooLarge, // 16 values > 10 + 5
+		`{"v":[1,2,3,4,5,6,7,8,9,10,11,12,13]}`:                     "",                   // 15: names do not count
+	} {
+		err := tr.checkJSON([]byte(raw), "the body")
+		got := ""
+		if err != nil {
+			got, _ = err.err.Extensions["code"].(string)
+		}
+		if got != want {
+			t.Errorf("%q: %q (%v), want %q", raw, got, err, want)
+		}
+	}
+}
