@@ -114,7 +114,7 @@ func (c *Cache[V]) loadLeased(ctx context.Context, ids []string, token string, l
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.LoadTimeout)
 	defer cancel()
 	c.stats.loads.Inc()
-	found, err := load(lctx, ids)
+	found, err := guard(func() (map[string]V, error) { return load(lctx, ids) })
 	if err != nil {
 		c.stats.loadErrors.Inc()
 		_, _ = c.rdb.Pipelined(lctx, func(p redis.Pipeliner) error {
@@ -245,5 +245,5 @@ func (c *Cache[V]) outageLoadMany(ctx context.Context, ids []string, load BatchL
 	defer c.outage.Release(1)
 	c.stats.outageLoads.Inc()
 	c.stats.loads.Inc()
-	return load(ctx, ids)
+	return guard(func() (map[string]V, error) { return load(ctx, ids) })
 }

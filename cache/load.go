@@ -57,7 +57,9 @@ func (c *Cache[V]) shared(ctx context.Context, id string, load Loader[V]) (V, er
 	ch := c.group.DoChan(id, func() (any, error) {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.LoadTimeout)
 		defer cancel()
-		v, err := c.leaseAndLoad(lctx, id, load)
+		// DoChan re-panics in a goroutine of its own, where no caller could recover: every
+		// panic must end here, as an error for all the callers sharing the load.
+		v, err := guard(func() (V, error) { return c.leaseAndLoad(lctx, id, load) })
 		return loaded[V]{v, err}, nil
 	})
 	select {
@@ -134,7 +136,7 @@ func (c *Cache[V]) leaseAndLoad(ctx context.Context, id string, load Loader[V]) 
 // the fill script, which refuses if a write revoked the lease meanwhile (stale set).
 func (c *Cache[V]) loadWithLease(ctx context.Context, id string, load Loader[V], token string) (V, error) {
 	c.stats.loads.Inc()
-	v, err := load(ctx, id)
+	v, err := guard(func() (V, error) { return load(ctx, id) })
 	absent := errors.Is(err, ErrNotFound)
 	if err != nil && !absent {
 		c.stats.loadErrors.Inc()
@@ -179,7 +181,7 @@ func (c *Cache[V]) outageLoad(ctx context.Context, id string, load Loader[V], ca
 	defer c.outage.Release(1)
 	c.stats.outageLoads.Inc()
 	c.stats.loads.Inc()
-	v, err := load(ctx, id)
+	v, err := guard(func() (V, error) { return load(ctx, id) })
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		c.stats.loadErrors.Inc()
 	}

@@ -67,7 +67,10 @@ func (p *rebuildPool) submit(id string, rebuild func()) bool {
 			delete(p.pending, id)
 			p.mu.Unlock()
 		}()
-		rebuild()
+		// A loader's panic is already an error of the load (and releases its lease); this
+		// catches anything else, so that one bad rebuild cannot take the worker or the
+		// process down.
+		_, _ = guard(func() (struct{}, error) { rebuild(); return struct{}{}, nil })
 	}
 	select {
 	case p.tasks <- task:
