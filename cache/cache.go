@@ -8,7 +8,6 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,6 +26,9 @@ var (
 	ErrMiss = errors.New("cache: miss")
 	// ErrOverloaded is returned when Redis is failing and the bounded database fallback is full.
 	ErrOverloaded = errors.New("cache: redis unavailable and database fallback saturated")
+	// ErrUnavailable is returned (wrapped) by calls that need Redis while the breaker is open:
+	// Redis failed BreakerFailures times in a row and is skipped for BreakerCooldown.
+	ErrUnavailable = errors.New("cache: redis unavailable (breaker open)")
 )
 
 // Mode chooses the breakdown (hot key) defence.
@@ -65,9 +67,21 @@ type Options struct {
 	Local            *LocalOptions // optional in-process L1, invalidated across processes
 	Metrics          *Metrics      // optional Prometheus collectors
 
-	// OutageLoads bounds concurrent loader calls made because Redis is failing (8).
-	// Negative disables the fallback: Redis errors are returned.
+	// OutageLoads bounds concurrent loader calls made because Redis is failing (8); callers
+	// of one id share a call. Negative disables the fallback: Redis errors are returned.
 	OutageLoads int
+
+	// RedisTimeout bounds every Redis call of the cache (500 ms), together with the caller's
+	// context, whatever the client's settings: go-redis itself ignores context deadlines
+	// unless Options.ContextTimeoutEnabled, and waits ReadTimeout (3 s) per try on a Redis
+	// that hangs.
+	RedisTimeout time.Duration
+	// BreakerFailures consecutive failed Redis calls (timeouts, connection errors) open the
+	// breaker (5): for BreakerCooldown (1 s) the cache does not call Redis at all; reads are
+	// answered by stale L1 copies (LocalOptions.MaxStale) or the bounded loader (OutageLoads),
+	// writes fail with ErrUnavailable. Then one call probes Redis. Negative disables it.
+	BreakerFailures int
+	BreakerCooldown time.Duration
 
 	// Logical mode: rebuild workers (4) and queue length (256). A full queue drops the
 	// rebuild (the stale value is still served and the next stale read retries it).
@@ -109,6 +123,15 @@ func (o *Options) setDefaults() error {
 	if o.OutageLoads == 0 {
 		o.OutageLoads = 8
 	}
+	if o.RedisTimeout <= 0 {
+		o.RedisTimeout = 500 * time.Millisecond
+	}
+	if o.BreakerFailures == 0 {
+		o.BreakerFailures = 5
+	}
+	if o.BreakerCooldown <= 0 {
+		o.BreakerCooldown = time.Second
+	}
 	if o.RebuildWorkers <= 0 {
 		o.RebuildWorkers = 4
 	}
@@ -125,43 +148,57 @@ type Loader[V any] func(ctx context.Context, id string) (V, error)
 // Cache is a typed Redis cache for one kind of value. It is safe for concurrent use; create
 // one per entity and process, and Close it when done.
 type Cache[V any] struct {
-	rdb     redis.UniversalClient
-	opts    Options
-	stats   *stats
-	group   singleflight.Group
-	outage  *semaphore.Weighted
-	events  *events
-	rebuild *rebuildPool
-	l1      *local[V]
+	rdb         redis.UniversalClient
+	redis       *redisGate
+	opts        Options
+	stats       *stats
+	group       singleflight.Group
+	outageGroup singleflight.Group
+	outage      *semaphore.Weighted
+	events      *events
+	hub         *hub
+	rebuild     *rebuildPool
+	l1          *local[V]
 }
 
 // New returns a cache on rdb (a single node or a Cluster client). It subscribes to the
-// cache's event channel so that waiters are woken the moment a value lands.
+// cache's event channel (one pub/sub connection per client, shared by its caches) so that
+// waiters are woken the moment a value lands. It waits for the subscription at most until
+// ctx ends or RedisTimeout passes: with Redis down, New succeeds and the subscription comes up
+// with Redis (until then no L1 copy is kept, and waiters fall back to their timers).
 func New[V any](ctx context.Context, rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
 	c := &Cache[V]{rdb: rdb, opts: opts, stats: opts.Metrics.bind(opts.Name), l1: newLocal[V](opts.Local)}
+	c.redis = &redisGate{rdb: rdb, timeout: opts.RedisTimeout, stats: c.stats,
+		breaker: newBreaker(opts.BreakerFailures, opts.BreakerCooldown, c.stats)}
 	if opts.OutageLoads > 0 {
 		c.outage = semaphore.NewWeighted(int64(opts.OutageLoads))
 	}
-	ev, err := subscribe(ctx, rdb, c.channel(), c.l1.invalidate)
-	if err != nil {
-		return nil, err
-	}
-	c.events = ev
+	c.events = newEvents(c.onEvent, c.l1.reset)
+	c.hub = join(ctx, c.redis, c.channel(), c.events, opts.RedisTimeout)
 	if opts.Mode == ModeLogical {
 		c.rebuild = newRebuildPool(opts.RebuildWorkers, opts.RebuildQueue, c.stats)
 	}
 	return c, nil
 }
 
-// Close stops the event subscription and the rebuild pool (waiting for running rebuilds).
+// onEvent applies another process's write (or this one's) to this process's state.
+func (c *Cache[V]) onEvent(kind byte, id string) {
+	c.l1.invalidate(id)
+}
+
+// Close stops the rebuild pool (waiting for running rebuilds) and leaves the event channel
+// (the client's shared connection closes with its last cache). It waits for Redis at most
+// RedisTimeout.
 func (c *Cache[V]) Close() error {
 	if c.rebuild != nil {
 		c.rebuild.close()
 	}
-	return c.events.close()
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.RedisTimeout)
+	defer cancel()
+	return c.hub.leave(ctx, c.redis, c.channel(), c.events)
 }
 
 // Key is the Redis key of id's value. The id is the hash tag, so a value and its lease
@@ -209,13 +246,16 @@ func (c *Cache[V]) Get(ctx context.Context, id string) (V, error) {
 		return v, err
 	}
 	since := c.l1.begin(id)
-	b, err := c.rdb.Get(ctx, c.Key(id)).Bytes()
+	b, err := c.get(ctx, id)
 	if errors.Is(err, redis.Nil) {
 		c.stats.misses.Inc()
 		return zero, ErrMiss
 	}
 	if err != nil {
-		return zero, fmt.Errorf("cache: get %s: %w", c.Key(id), err)
+		if v, err, ok := c.fromStaleLocal(ctx, id); ok {
+			return v, err
+		}
+		return zero, c.redisErr(ctx, "get "+c.Key(id), err)
 	}
 	e, err := decodeEntry(b)
 	if err != nil {
@@ -239,11 +279,39 @@ func (c *Cache[V]) fromLocal(id string) (V, error, bool) {
 	return e.v, nil, true
 }
 
+// fromStaleLocal answers from an L1 copy past its TTL (within MaxStale) when Redis failed.
+func (c *Cache[V]) fromStaleLocal(ctx context.Context, id string) (V, error, bool) {
+	e, ok := c.l1.stale(id)
+	if !ok || ctx.Err() != nil {
+		var zero V
+		return zero, nil, false
+	}
+	c.stats.staleLocalServed.Inc()
+	if e.absent {
+		return e.v, ErrNotFound, true
+	}
+	return e.v, nil, true
+}
+
+// get reads id's raw entry from Redis (redis.Nil when there is none).
+func (c *Cache[V]) get(ctx context.Context, id string) ([]byte, error) {
+	return do(c.redis, ctx, func(ctx context.Context) ([]byte, error) { return c.rdb.Get(ctx, c.Key(id)).Bytes() })
+}
+
+// redisErr is the error of a failed Redis call: the caller's ctx error if that is what ended
+// it, else the Redis error wrapped with what failed.
+func (c *Cache[V]) redisErr(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("cache: %s: %w", what, err)
+}
+
 // remember decodes a Redis entry and keeps a copy in L1 (fresh values only: a logically
 // expired one must go back to Redis so that its rebuild is noticed).
 func (c *Cache[V]) remember(id string, e entry, since uint64) (V, error) {
 	v, err := c.value(e)
-	if (err == nil || errors.Is(err, ErrNotFound)) && (e.expireAt.IsZero() || time.Now().Before(e.expireAt)) {
+	if (err == nil || errors.Is(err, ErrNotFound)) && (e.expireAt.IsZero() || time.Now().Before(e.expireAt)) && c.events.live.Load() {
 		c.l1.put(id, v, e.absent, since)
 	}
 	return v, err
@@ -321,94 +389,38 @@ func (c *Cache[V]) Set(ctx context.Context, id string, v V) error {
 // delete-after-write), in one pipelined round trip. Every process drops its L1 copies and
 // wakes its waiters on the events.
 func (c *Cache[V]) Delete(ctx context.Context, ids ...string) error {
-	cmds := make([]*redis.Cmd, len(ids))
-	_, _ = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			c.l1.invalidate(id)
-			cmds[i] = lua.CacheSet.Eval(ctx, p, []string{c.Key(id), c.leaseKey(id)}, "", 0, c.channel(), "s:"+id)
-		}
-		return nil
-	})
-	var errs []error
-	for i, cmd := range cmds {
-		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
-			errs = append(errs, fmt.Errorf("cache: delete %s: %w", c.Key(ids[i]), err))
-		}
+	for _, id := range ids {
+		c.l1.invalidate(id)
 	}
-	return errors.Join(errs...)
+	errs, err := do(c.redis, ctx, func(ctx context.Context) ([]error, error) {
+		cmds := make([]*redis.Cmd, len(ids))
+		_, _ = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range ids {
+				cmds[i] = lua.CacheSet.Eval(ctx, p, []string{c.Key(id), c.leaseKey(id)}, "", 0, c.channel(), "s:"+id)
+			}
+			return nil
+		})
+		var errs []error
+		for i, cmd := range cmds {
+			if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+				errs = append(errs, fmt.Errorf("cache: delete %s: %w", c.Key(ids[i]), err))
+			}
+		}
+		return errs, errors.Join(errs...)
+	})
+	if err != nil && errs == nil { // the call itself failed: timeout, breaker, connection
+		return c.redisErr(ctx, fmt.Sprintf("delete %d ids", len(ids)), err)
+	}
+	return err
 }
 
 // runSet runs the set script for one id: b == nil deletes, px is encode's TTL argument.
 func (c *Cache[V]) runSet(ctx context.Context, id string, b []byte, px int64) error {
-	err := lua.CacheSet.Run(ctx, c.rdb, []string{c.Key(id), c.leaseKey(id)}, b, px, c.channel(), "s:"+id).Err()
+	err := doErr(c.redis, ctx, func(ctx context.Context) error {
+		return lua.CacheSet.Run(ctx, c.rdb, []string{c.Key(id), c.leaseKey(id)}, b, px, c.channel(), "s:"+id).Err()
+	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("cache: set %s: %w", c.Key(id), err)
+		return c.redisErr(ctx, "set "+c.Key(id), err)
 	}
 	return nil
-}
-
-// waiters wakes goroutines waiting for an id when any event for it arrives.
-type events struct {
-	ps      *redis.PubSub
-	mu      sync.Mutex
-	waiters map[string]*signal
-	done    chan struct{}
-	onEvent func(id string)
-}
-
-// signal is closed at the next event for an id; op is the event's kind (f filled, s set or
-// deleted, r released after a failed load, n released because the id does not exist).
-type signal struct {
-	ch chan struct{}
-	op byte
-}
-
-func subscribe(ctx context.Context, rdb redis.UniversalClient, channel string, onEvent func(id string)) (*events, error) {
-	ps := rdb.Subscribe(ctx, channel)
-	// Wait for the confirmation: a waiter registered after New returns must not miss a wake.
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
-		return nil, fmt.Errorf("cache: subscribing to %s: %w", channel, err)
-	}
-	e := &events{ps: ps, waiters: map[string]*signal{}, done: make(chan struct{}), onEvent: onEvent}
-	go e.run()
-	return e, nil
-}
-
-func (e *events) run() {
-	defer close(e.done)
-	for msg := range e.ps.Channel() {
-		if len(msg.Payload) < 2 || msg.Payload[1] != ':' {
-			continue
-		}
-		id := msg.Payload[2:]
-		e.mu.Lock()
-		sig, ok := e.waiters[id]
-		delete(e.waiters, id)
-		e.mu.Unlock()
-		if ok {
-			sig.op = msg.Payload[0]
-			close(sig.ch) // publishes op to the waiters (happens-before their receive)
-		}
-		e.onEvent(id)
-	}
-}
-
-// wait returns the signal of the next event for id. Register before checking state, so an
-// event between the check and the wait is not lost.
-func (e *events) wait(id string) *signal {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	sig, ok := e.waiters[id]
-	if !ok {
-		sig = &signal{ch: make(chan struct{})}
-		e.waiters[id] = sig
-	}
-	return sig
-}
-
-func (e *events) close() error {
-	err := e.ps.Close()
-	<-e.done
-	return err
 }

@@ -19,9 +19,11 @@ import (
 // Together with the lease revocation in Delete, no reader that loaded before the write can
 // put the old value back.
 func (c *Cache[V]) Invalidate(ctx context.Context, id string, write func(ctx context.Context) error) error {
-	intent, err := c.rdb.XAdd(ctx, &redis.XAddArgs{Stream: c.intentKey(), Values: []string{"id", id}}).Result()
+	intent, err := do(c.redis, ctx, func(ctx context.Context) (string, error) {
+		return c.rdb.XAdd(ctx, &redis.XAddArgs{Stream: c.intentKey(), Values: []string{"id", id}}).Result()
+	})
 	if err != nil {
-		return fmt.Errorf("cache: recording invalidation intent: %w", err)
+		return fmt.Errorf("cache: recording invalidation intent: %w", c.redisErr(ctx, "xadd", err))
 	}
 	werr := write(ctx)
 	// Delete even when write failed: it may have committed before failing, and a spurious
@@ -30,7 +32,7 @@ func (c *Cache[V]) Invalidate(ctx context.Context, id string, write func(ctx con
 	if err := c.Delete(dctx, id); err != nil {
 		return errors.Join(werr, fmt.Errorf("cache: delete after write (the invalidator will retry): %w", err))
 	}
-	_ = c.rdb.XDel(dctx, c.intentKey(), intent).Err()
+	_ = doErr(c.redis, dctx, func(ctx context.Context) error { return c.rdb.XDel(ctx, c.intentKey(), intent).Err() })
 	return werr
 }
 
@@ -73,17 +75,22 @@ func (c *Cache[V]) RunInvalidator(ctx context.Context, o InvalidatorOptions) err
 // DrainIntents deletes the values of intents older than grace and removes those intents.
 // It returns how many it handled.
 func (c *Cache[V]) DrainIntents(ctx context.Context, grace time.Duration) (int, error) {
-	now, err := c.rdb.Time(ctx).Result()
+	now, err := do(c.redis, ctx, func(ctx context.Context) (time.Time, error) { return c.rdb.Time(ctx).Result() })
 	if err != nil {
-		return 0, err
+		return 0, c.redisErr(ctx, "time", err)
 	}
 	// Stream ids start with the Redis server's ms clock, so the range selects by age.
 	end := strconv.FormatInt(now.Add(-grace).UnixMilli(), 10)
 	n := 0
 	for {
-		msgs, err := c.rdb.XRangeN(ctx, c.intentKey(), "-", end, 100).Result()
-		if err != nil || len(msgs) == 0 {
-			return n, err
+		msgs, err := do(c.redis, ctx, func(ctx context.Context) ([]redis.XMessage, error) {
+			return c.rdb.XRangeN(ctx, c.intentKey(), "-", end, 100).Result()
+		})
+		if err != nil {
+			return n, c.redisErr(ctx, "xrange", err)
+		}
+		if len(msgs) == 0 {
+			return n, nil
 		}
 		for _, m := range msgs {
 			if id, ok := m.Values["id"].(string); ok {
@@ -91,8 +98,8 @@ func (c *Cache[V]) DrainIntents(ctx context.Context, grace time.Duration) (int, 
 					return n, err
 				}
 			}
-			if err := c.rdb.XDel(ctx, c.intentKey(), m.ID).Err(); err != nil {
-				return n, err
+			if err := doErr(c.redis, ctx, func(ctx context.Context) error { return c.rdb.XDel(ctx, c.intentKey(), m.ID).Err() }); err != nil {
+				return n, c.redisErr(ctx, "xdel", err)
 			}
 			n++
 		}

@@ -14,8 +14,8 @@ func (c *Cache[V]) refresh(id string, load Loader[V]) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.LoadTimeout)
 	defer cancel()
 	token := newToken()
-	res, err := lua.CacheLease.Run(ctx, c.rdb, []string{c.Key(id), c.leaseKey(id)}, token, ms(c.opts.LeaseTTL), "0").Slice()
-	if err != nil || res[0].(int64) != 2 {
+	res, err := c.lease(ctx, id, token, lua.LeaseAlways)
+	if err != nil || res.Outcome != lua.LeaseTaken {
 		return
 	}
 	_, _ = c.loadWithLease(ctx, id, load, token)

@@ -14,6 +14,8 @@ type Metrics struct {
 	Loads, LoadErrors, StaleServed      *prometheus.CounterVec
 	StaleSetsRejected, OutageLoads      *prometheus.CounterVec
 	RebuildsDropped                     *prometheus.CounterVec
+	RedisErrors, BreakerOpens           *prometheus.CounterVec
+	StaleLocalServed                    *prometheus.CounterVec
 	LockWaits                           *prometheus.HistogramVec
 	RebuildQueue                        *prometheus.GaugeVec
 }
@@ -35,6 +37,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		StaleSetsRejected: counter("stale_sets_rejected_total", "Write-backs refused because the lease was revoked by a write."),
 		OutageLoads:       counter("outage_loads_total", "Loader calls made because Redis failed."),
 		RebuildsDropped:   counter("rebuilds_dropped_total", "Rebuilds not queued because the pool was full."),
+		RedisErrors:       counter("redis_errors_total", "Redis calls that failed for want of Redis (timeouts, connection errors, LOADING…)."),
+		BreakerOpens:      counter("breaker_opens_total", "Times the breaker opened: Redis skipped for the cool-down."),
+		StaleLocalServed:  counter("stale_local_served_total", "L1 copies served past their TTL because Redis failed."),
 		LockWaits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "surge", Subsystem: "cache", Name: "lock_wait_seconds",
 			Help:    "Time spent waiting for another process's load.",
@@ -46,7 +51,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Hits, m.LocalHits, m.Misses, m.AbsentHits, m.BloomRejects, m.Loads, m.LoadErrors,
-			m.StaleServed, m.StaleSetsRejected, m.OutageLoads, m.RebuildsDropped, m.LockWaits, m.RebuildQueue)
+			m.StaleServed, m.StaleSetsRejected, m.OutageLoads, m.RebuildsDropped,
+			m.RedisErrors, m.BreakerOpens, m.StaleLocalServed, m.LockWaits, m.RebuildQueue)
 	}
 	return m
 }
@@ -59,6 +65,8 @@ type stats struct {
 	loads, loadErrors, staleServed      prometheus.Counter
 	staleSetsRejected, outageLoads      prometheus.Counter
 	rebuildsDropped                     prometheus.Counter
+	redisErrors, breakerOpens           prometheus.Counter
+	staleLocalServed                    prometheus.Counter
 	lockWaits                           prometheus.Observer
 	rebuildQueue                        prometheus.Gauge
 }
@@ -73,7 +81,9 @@ func (m *Metrics) bind(name string) *stats {
 		loads: m.Loads.WithLabelValues(name), loadErrors: m.LoadErrors.WithLabelValues(name),
 		staleServed: m.StaleServed.WithLabelValues(name), staleSetsRejected: m.StaleSetsRejected.WithLabelValues(name),
 		outageLoads: m.OutageLoads.WithLabelValues(name), rebuildsDropped: m.RebuildsDropped.WithLabelValues(name),
-		lockWaits: m.LockWaits.WithLabelValues(name), rebuildQueue: m.RebuildQueue.WithLabelValues(name),
+		redisErrors: m.RedisErrors.WithLabelValues(name), breakerOpens: m.BreakerOpens.WithLabelValues(name),
+		staleLocalServed: m.StaleLocalServed.WithLabelValues(name),
+		lockWaits:        m.LockWaits.WithLabelValues(name), rebuildQueue: m.RebuildQueue.WithLabelValues(name),
 	}
 }
 

@@ -5,6 +5,7 @@ package lua
 
 import (
 	"embed"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -90,3 +91,47 @@ var (
 	// SeckillSupersede settles an order refused as a duplicate of the user's existing order.
 	SeckillSupersede = load("seckill_supersede.lua")
 )
+
+// CacheLease modes (ARGV[3]).
+const (
+	LeaseIfMissing = "1" // return the cached value if there is one, else take the lease
+	LeaseAlways    = "0" // take the lease whatever is cached (a logical rebuild)
+)
+
+// LeaseOutcome is what CacheLease did.
+type LeaseOutcome int
+
+const (
+	LeaseCached LeaseOutcome = 1 // the value is cached: Value holds it
+	LeaseTaken  LeaseOutcome = 2 // the caller now holds the lease and loads
+	LeaseHeld   LeaseOutcome = 3 // another caller holds the lease for WaitMS more
+)
+
+// LeaseReply is CacheLease's parsed reply.
+type LeaseReply struct {
+	Outcome LeaseOutcome
+	Value   string // the cached entry, with LeaseCached
+	WaitMS  int64  // the holder's remaining lease, with LeaseHeld
+}
+
+// ParseCacheLease parses the reply of CacheLease (pass Cmd.Result()).
+func ParseCacheLease(reply any, err error) (LeaseReply, error) {
+	if err != nil {
+		return LeaseReply{}, err
+	}
+	r, ok := reply.([]any)
+	if ok && len(r) == 2 {
+		code, _ := r[0].(int64)
+		switch LeaseOutcome(code) {
+		case LeaseCached, LeaseTaken:
+			if v, ok := r[1].(string); ok {
+				return LeaseReply{Outcome: LeaseOutcome(code), Value: v}, nil
+			}
+		case LeaseHeld:
+			if ms, ok := r[1].(int64); ok {
+				return LeaseReply{Outcome: LeaseHeld, WaitMS: ms}, nil
+			}
+		}
+	}
+	return LeaseReply{}, fmt.Errorf("lua: cache_lease: malformed reply %v", reply)
+}
