@@ -217,7 +217,7 @@ func (c *Cache[V]) releaseMany(ctx context.Context, ids []string, token string, 
 
 type readResult[V any] struct {
 	values  map[string]V
-	missing []string // ids neither L1 nor Redis answered (nor the filter rejected)
+	missing []string // ids neither L1 nor Redis answered and the filter did not reject
 }
 
 // rawEntry is one GET of a pipelined read.
@@ -226,7 +226,7 @@ type rawEntry struct {
 	found bool
 }
 
-// readMany answers what L1, the Bloom filter and Redis know about ids. With a loader (LoadMany),
+// readMany answers what L1, Redis and (about misses) the Bloom filter know about ids. With a loader (LoadMany),
 // logically expired values are served and queued for rebuild. If Redis fails, L1 copies within
 // MaxStale answer what they can, and the error is returned with the rest in missing.
 func (c *Cache[V]) readMany(ctx context.Context, ids []string, single Loader[V]) (readResult[V], error) {
@@ -245,19 +245,6 @@ func (c *Cache[V]) readMany(ctx context.Context, ids []string, single Loader[V])
 			continue
 		}
 		todo = append(todo, id)
-	}
-	if c.opts.Filter != nil && len(todo) > 0 {
-		if maybe, err := c.opts.Filter.TestMany(ctx, todo); err == nil {
-			kept := todo[:0]
-			for i, id := range todo {
-				if maybe[i] {
-					kept = append(kept, id)
-				} else {
-					c.stats.bloomRejects.Inc()
-				}
-			}
-			todo = kept
-		}
 	}
 	if len(todo) == 0 {
 		return r, nil
@@ -284,7 +271,30 @@ func (c *Cache[V]) readMany(ctx context.Context, ids []string, single Loader[V])
 			r.values[id] = v
 		}
 	}
+	if single != nil { // GetMany leaves misses out anyway: no need to ask the filter
+		r.missing = c.filterMisses(ctx, r.missing)
+	}
 	return r, nil
+}
+
+// filterMisses drops the ids the Bloom filter proves absent (asked only about misses).
+func (c *Cache[V]) filterMisses(ctx context.Context, ids []string) []string {
+	if c.opts.Filter == nil || len(ids) == 0 {
+		return ids
+	}
+	maybe, err := c.opts.Filter.TestMany(ctx, ids)
+	if err != nil {
+		return ids
+	}
+	kept := ids[:0]
+	for i, id := range ids {
+		if maybe[i] {
+			kept = append(kept, id)
+		} else {
+			c.stats.bloomRejects.Inc()
+		}
+	}
+	return kept
 }
 
 // getMany GETs ids in one pipelined round trip per node.

@@ -7,11 +7,13 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/cache"
+	"github.com/surgekit/surge/internal/testenv"
 )
 
 func TestBloomFilterOnReadPath(t *testing.T) { onBoth(t, testBloomFilterOnReadPath) }
@@ -88,4 +90,64 @@ func countKeys(t *testing.T, rdb redis.UniversalClient, pattern string) int {
 		t.Fatal(err)
 	}
 	return int(n.Load())
+}
+
+// A hit costs what it costs without a filter: L1 → GET, and the filter is asked only about
+// misses. A Redis hit is one round trip, an L1 hit none, a miss of a never-existing id two
+// (GET, then the filter's answer), GetMany/LoadMany of warm ids one.
+func TestFilterOnlyOnMiss(t *testing.T) {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	t.Cleanup(func() { rdb.Close() })
+	name := uniqueName("bloomorder")
+	f, err := cache.NewRedisFilter(rdb, name, 1000, 0.001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanupFilter(t, rdb, f.Key())
+	if _, err := f.Rebuild(ctx, slices.Values([]string{"1", "2"})); err != nil {
+		t.Fatal(err)
+	}
+	m := cache.NewMetrics(nil)
+	c := newCacheOn[string](t, rdb, cache.Options{Name: name, Filter: f, Metrics: m})
+	l1 := newCacheOn[string](t, rdb, cache.Options{Name: name, Filter: f, Local: &cache.LocalOptions{Size: 10, TTL: time.Minute}, Metrics: m})
+	load := func(_ context.Context, id string) (string, error) { return "shop " + id, nil }
+	for _, id := range []string{"1", "2"} {
+		if _, err := c.GetOrLoad(ctx, id, load); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, "an L1 hit", func() bool {
+		_, _ = l1.Get(ctx, "1")
+		return testutil.ToFloat64(m.LocalHits.WithLabelValues(name)) > 0
+	})
+	hook := &roundTrips{}
+	rdb.AddHook(hook)
+	trips := func(what string, want int64, call func() error) {
+		t.Helper()
+		start := hook.n.Load()
+		if err := call(); err != nil && !errors.Is(err, cache.ErrNotFound) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if n := hook.n.Load() - start; n != want {
+			t.Errorf("%s: %d round trips, want %d", what, n, want)
+		}
+	}
+	trips("GetOrLoad hit", 1, func() error { _, err := c.GetOrLoad(ctx, "1", load); return err })
+	trips("Get hit", 1, func() error { _, err := c.Get(ctx, "1"); return err })
+	trips("L1 hit", 0, func() error { _, err := l1.GetOrLoad(ctx, "1", load); return err })
+	trips("GetMany hits", 1, func() error { _, err := c.GetMany(ctx, []string{"1", "2"}); return err })
+	trips("LoadMany hits", 1, func() error {
+		_, err := c.LoadMany(ctx, []string{"1", "2"}, func(context.Context, []string) (map[string]string, error) {
+			return nil, errors.New("no load expected")
+		})
+		return err
+	})
+	trips("GetOrLoad of a never-existing id", 2, func() error {
+		_, err := c.GetOrLoad(ctx, "404", load)
+		if !errors.Is(err, cache.ErrNotFound) {
+			return fmt.Errorf("want ErrNotFound, got %v", err)
+		}
+		return nil
+	})
 }

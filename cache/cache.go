@@ -234,20 +234,21 @@ func newToken() string {
 	return hex.EncodeToString(b)
 }
 
-// Get reads id from Redis only: the value, ErrNotFound for a cached absence (or a Bloom
-// reject), ErrMiss when nothing is cached, or the Redis error. In logical mode a stale value
-// is returned as is.
+// Get reads id from L1 and Redis only: the value, ErrNotFound for a cached absence (or, when
+// nothing is cached, a Bloom reject), ErrMiss when nothing is cached, or the Redis error
+// (while Redis fails, an L1 copy within MaxStale is returned instead). In logical mode a stale
+// value is returned as is.
 func (c *Cache[V]) Get(ctx context.Context, id string) (V, error) {
 	var zero V
-	if c.rejectedByFilter(ctx, id) {
-		return zero, ErrNotFound
-	}
 	if v, err, ok := c.fromLocal(id); ok {
 		return v, err
 	}
 	since := c.l1.begin(id)
 	b, err := c.get(ctx, id)
 	if errors.Is(err, redis.Nil) {
+		if c.rejectedByFilter(ctx, id) {
+			return zero, ErrNotFound
+		}
 		c.stats.misses.Inc()
 		return zero, ErrMiss
 	}
@@ -331,8 +332,9 @@ func (c *Cache[V]) value(e entry) (V, error) {
 	return v, nil
 }
 
-// rejectedByFilter reports whether the Bloom filter proves id absent. A failing filter
-// (e.g. a Redis error) rejects nothing: the read goes on as if there were no filter.
+// rejectedByFilter reports whether the Bloom filter proves id absent. It is asked only about
+// ids that nothing is cached for, so a hit costs what it costs without a filter. A failing
+// filter (e.g. a Redis error) rejects nothing: the read goes on as if there were no filter.
 func (c *Cache[V]) rejectedByFilter(ctx context.Context, id string) bool {
 	if c.opts.Filter == nil {
 		return false

@@ -12,7 +12,8 @@ import (
 	"github.com/surgekit/surge/lua"
 )
 
-// GetOrLoad returns id's value from the cache, loading it with load on a miss.
+// GetOrLoad returns id's value from the cache, loading it with load on a miss. It reads L1,
+// then Redis; the Bloom filter, if any, is asked only on a miss, before the load.
 //
 // Across every process sharing the Redis, one caller per key runs load: callers in one
 // process share a singleflight, and processes compete for a Redis lease (SET NX PX with an
@@ -27,9 +28,6 @@ import (
 // (ErrOverloaded beyond that).
 func (c *Cache[V]) GetOrLoad(ctx context.Context, id string, load Loader[V]) (V, error) {
 	var zero V
-	if c.rejectedByFilter(ctx, id) {
-		return zero, ErrNotFound
-	}
 	if v, err, ok := c.fromLocal(id); ok {
 		return v, err
 	}
@@ -46,6 +44,9 @@ func (c *Cache[V]) GetOrLoad(ctx context.Context, id string, load Loader[V]) (V,
 		return zero, ctx.Err()
 	default:
 		return c.fallback(ctx, id, load, err)
+	}
+	if c.rejectedByFilter(ctx, id) {
+		return zero, ErrNotFound
 	}
 	c.stats.misses.Inc()
 	return c.shared(ctx, id, load)
