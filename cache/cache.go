@@ -71,7 +71,7 @@ type Options struct {
 	// of one id share a call. Negative disables the fallback: Redis errors are returned.
 	OutageLoads int
 
-	// RedisTimeout bounds every Redis call of the cache (500 ms), together with the caller's
+	// RedisTimeout bounds every Redis call of the cache (1 s), together with the caller's
 	// context, whatever the client's settings: go-redis itself ignores context deadlines
 	// unless Options.ContextTimeoutEnabled, and waits ReadTimeout (3 s) per try on a Redis
 	// that hangs.
@@ -124,7 +124,7 @@ func (o *Options) setDefaults() error {
 		o.OutageLoads = 8
 	}
 	if o.RedisTimeout <= 0 {
-		o.RedisTimeout = 500 * time.Millisecond
+		o.RedisTimeout = time.Second
 	}
 	if o.BreakerFailures == 0 {
 		o.BreakerFailures = 5

@@ -183,8 +183,12 @@ func (c *Cache[V]) loadWithLease(ctx context.Context, id string, load Loader[V],
 		c.release(ctx, id, token, evReleased)
 		return v, encErr
 	}
-	ok, ferr := do(c.redis, context.WithoutCancel(ctx), func(ctx context.Context) (int, error) {
+	ok, ferr := doThen(c.redis, context.WithoutCancel(ctx), func(ctx context.Context) (int, error) {
 		return lua.CacheFill.Run(ctx, c.rdb, []string{c.Key(id), c.leaseKey(id)}, token, b, px, c.channel(), "f:"+id).Int()
+	}, func(_ int, err error) {
+		if err != nil { // cut at the bound and never sent (a congested pool): free the waiters
+			c.release(context.Background(), id, token, evReleased)
+		}
 	})
 	if ferr == nil && ok == 0 {
 		c.stats.staleSetsRejected.Inc()
