@@ -184,9 +184,18 @@ func New[V any](ctx context.Context, rdb redis.UniversalClient, opts Options) (*
 	return c, nil
 }
 
-// onEvent applies another process's write (or this one's) to this process's state.
+// onEvent applies another process's write (or this one's) to this process's state: its L1
+// copy goes, and a created id goes into this process's own filter (a shared RedisFilter
+// already has it).
 func (c *Cache[V]) onEvent(kind byte, id string) {
 	c.l1.invalidate(id)
+	if kind == evCreated && c.opts.Filter != nil {
+		if _, shared := c.opts.Filter.(*RedisFilter); !shared {
+			ctx, cancel := context.WithTimeout(context.Background(), c.opts.RedisTimeout)
+			defer cancel()
+			_ = c.opts.Filter.Add(ctx, id)
+		}
+	}
 }
 
 // Close stops the rebuild pool (waiting for running rebuilds) and leaves the event channel
@@ -376,12 +385,8 @@ func (c *Cache[V]) Set(ctx context.Context, id string, v V) error {
 	if err != nil {
 		return err
 	}
-	if c.opts.Filter != nil {
-		// An unbuilt filter answers "maybe present" to everything, so nothing is lost by
-		// not adding to it; any other failure is reported.
-		if err := c.opts.Filter.Add(ctx, id); err != nil && !errors.Is(err, ErrNotBuilt) {
-			return fmt.Errorf("cache: bloom add: %w", err)
-		}
+	if err := c.addToFilter(ctx, id); err != nil {
+		return err
 	}
 	c.l1.invalidate(id)
 	return c.runSet(ctx, id, b, px)
@@ -391,6 +396,11 @@ func (c *Cache[V]) Set(ctx context.Context, id string, v V) error {
 // delete-after-write), in one pipelined round trip. Every process drops its L1 copies and
 // wakes its waiters on the events.
 func (c *Cache[V]) Delete(ctx context.Context, ids ...string) error {
+	return c.deleteAs(ctx, evSet, ids...)
+}
+
+// deleteAs is Delete announcing kind (evSet, or evCreated after a create).
+func (c *Cache[V]) deleteAs(ctx context.Context, kind byte, ids ...string) error {
 	for _, id := range ids {
 		c.l1.invalidate(id)
 	}
@@ -398,7 +408,7 @@ func (c *Cache[V]) Delete(ctx context.Context, ids ...string) error {
 		cmds := make([]*redis.Cmd, len(ids))
 		_, _ = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, id := range ids {
-				cmds[i] = lua.CacheSet.Eval(ctx, p, []string{c.Key(id), c.leaseKey(id)}, "", 0, c.channel(), "s:"+id)
+				cmds[i] = lua.CacheSet.Eval(ctx, p, []string{c.Key(id), c.leaseKey(id)}, "", 0, c.channel(), string(kind)+":"+id)
 			}
 			return nil
 		})

@@ -10,17 +10,48 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// InvalidateOption changes what Invalidate does.
+type InvalidateOption uint8
+
+const (
+	// Created says the write creates id. Before the write, id goes into the Bloom filter
+	// (a row must never exist while the filter rejects it); after it, the id's absence
+	// markers are cleared in Redis and in every process's L1, and every process adds id to
+	// its own filter if that is not the shared RedisFilter (the "c" event).
+	Created InvalidateOption = 1 << iota
+)
+
+func hasOption(opts []InvalidateOption, o InvalidateOption) bool {
+	for _, x := range opts {
+		if x&o != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Invalidate runs write (the database update) and then deletes id's cached value: the
 // delete-after-write pattern, made to survive a crash between the two. Before write runs,
 // an intent naming id is appended to a Redis stream; after the delete it is removed. If the
 // process dies in between, the intent stays and RunInvalidator (in any process) deletes the
-// value later. If the intent cannot be recorded, write does not run.
+// value later. If the intent cannot be recorded, write does not run. Pass Created when the
+// write inserts the row.
 //
 // Together with the lease revocation in Delete, no reader that loaded before the write can
 // put the old value back.
-func (c *Cache[V]) Invalidate(ctx context.Context, id string, write func(ctx context.Context) error) error {
+func (c *Cache[V]) Invalidate(ctx context.Context, id string, write func(ctx context.Context) error, opts ...InvalidateOption) error {
+	created := hasOption(opts, Created)
+	if created {
+		if err := c.addToFilter(ctx, id); err != nil {
+			return err
+		}
+	}
+	fields := []string{"id", id}
+	if created {
+		fields = append(fields, "created", "1")
+	}
 	intent, err := do(c.redis, ctx, func(ctx context.Context) (string, error) {
-		return c.rdb.XAdd(ctx, &redis.XAddArgs{Stream: c.intentKey(), Values: []string{"id", id}}).Result()
+		return c.rdb.XAdd(ctx, &redis.XAddArgs{Stream: c.intentKey(), Values: fields}).Result()
 	})
 	if err != nil {
 		return fmt.Errorf("cache: recording invalidation intent: %w", c.redisErr(ctx, "xadd", err))
@@ -29,11 +60,31 @@ func (c *Cache[V]) Invalidate(ctx context.Context, id string, write func(ctx con
 	// Delete even when write failed: it may have committed before failing, and a spurious
 	// delete only costs one reload.
 	dctx := context.WithoutCancel(ctx)
-	if err := c.Delete(dctx, id); err != nil {
+	if err := c.deleteAs(dctx, kindOf(created), id); err != nil {
 		return errors.Join(werr, fmt.Errorf("cache: delete after write (the invalidator will retry): %w", err))
 	}
 	_ = doErr(c.redis, dctx, func(ctx context.Context) error { return c.rdb.XDel(ctx, c.intentKey(), intent).Err() })
 	return werr
+}
+
+// kindOf is the event a delete after a write announces.
+func kindOf(created bool) byte {
+	if created {
+		return evCreated
+	}
+	return evSet
+}
+
+// addToFilter puts id into the Bloom filter, if any. An unbuilt RedisFilter answers "maybe"
+// to every id, so there is nothing to add to.
+func (c *Cache[V]) addToFilter(ctx context.Context, id string) error {
+	if c.opts.Filter == nil {
+		return nil
+	}
+	if err := c.opts.Filter.Add(ctx, id); err != nil && !errors.Is(err, ErrNotBuilt) {
+		return fmt.Errorf("cache: adding %s to the Bloom filter: %w", id, c.redisErr(ctx, "bloom add", err))
+	}
+	return nil
 }
 
 func (c *Cache[V]) intentKey() string { return c.opts.Prefix + ":" + c.opts.Name + ":intents" }
@@ -93,10 +144,8 @@ func (c *Cache[V]) DrainIntents(ctx context.Context, grace time.Duration) (int, 
 			return n, nil
 		}
 		for _, m := range msgs {
-			if id, ok := m.Values["id"].(string); ok {
-				if err := c.Delete(ctx, id); err != nil {
-					return n, err
-				}
+			if err := c.finishIntent(ctx, m); err != nil {
+				return n, err
 			}
 			if err := doErr(c.redis, ctx, func(ctx context.Context) error { return c.rdb.XDel(ctx, c.intentKey(), m.ID).Err() }); err != nil {
 				return n, c.redisErr(ctx, "xdel", err)
@@ -104,4 +153,20 @@ func (c *Cache[V]) DrainIntents(ctx context.Context, grace time.Duration) (int, 
 			n++
 		}
 	}
+}
+
+// finishIntent does what an abandoned intent's writer did not get to: the delete, and for a
+// create the filter add first.
+func (c *Cache[V]) finishIntent(ctx context.Context, m redis.XMessage) error {
+	id, ok := m.Values["id"].(string)
+	if !ok {
+		return nil
+	}
+	created := m.Values["created"] == "1"
+	if created {
+		if err := c.addToFilter(ctx, id); err != nil {
+			return err
+		}
+	}
+	return c.deleteAs(ctx, kindOf(created), id)
 }

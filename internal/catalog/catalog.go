@@ -83,12 +83,23 @@ func (s *Service) CreateShop(ctx context.Context, in ent.CreateShopInput) (*ent.
 	if err := s.checkShopType(ctx, in.TypeID); err != nil {
 		return nil, err
 	}
-	sh, err := s.db.Shop.Create().SetInput(in).Save(ctx)
+	tx, err := s.db.Tx(ctx)
 	if err != nil {
 		return nil, FromEnt(err)
 	}
-	s.addShop(ctx, sh.ID)
-	return sh, nil
+	sh, err := tx.Shop.Create().SetInput(in).Save(ctx)
+	if err != nil {
+		_ = tx.Rollback()
+		return nil, FromEnt(err)
+	}
+	// The insert's id is known inside the transaction; the commit is the write that creates
+	// the row, run through the cache's create path: the id enters the Bloom filter before the
+	// commit and any cached absence of it goes after, in every server, crash-safe.
+	if err := s.shops.Invalidate(ctx, strconv.Itoa(sh.ID), func(context.Context) error { return tx.Commit() }, cache.Created); err != nil {
+		_ = tx.Rollback()
+		return nil, FromEnt(err)
+	}
+	return sh.Unwrap(), nil
 }
 
 // UpdateShop validates and applies a partial update; an unknown shop is NOT_FOUND.

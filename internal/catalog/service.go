@@ -106,19 +106,6 @@ func (s *Service) rebuildFilter(ctx context.Context) error {
 	return nil
 }
 
-// addShop puts a new shop id into the Bloom filter. A missing id would make the shop
-// unreadable by id, so failures are retried and then logged loudly.
-func (s *Service) addShop(ctx context.Context, id int) {
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if err = s.filter.Add(context.WithoutCancel(ctx), strconv.Itoa(id)); err == nil || errors.Is(err, cache.ErrNotBuilt) {
-			return
-		}
-		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
-	}
-	s.log.Error("shop missing from the Bloom filter until the next rebuild", "shop", id, "err", err)
-}
-
 // Close stops the invalidation drainer and the caches' subscriptions.
 func (s *Service) Close() {
 	s.stop()
