@@ -57,10 +57,12 @@ func (c *Cache[V]) LoadMany(ctx context.Context, ids []string, load BatchLoader[
 		case res.err != nil:
 			others = append(others, id) // handled one by one below
 		case res.reply.Outcome == lua.LeaseCached:
-			if e, derr := decodeEntry([]byte(res.reply.Value)); derr == nil {
-				if v, verr := c.value(e); verr == nil {
-					r.values[id] = v
-				}
+			v, err := c.fromLease(ctx, id, res.reply.Value)
+			switch {
+			case err == nil:
+				r.values[id] = v
+			case errors.Is(err, errUndecodable): // dropped: load it like one another caller holds
+				others = append(others, id)
 			}
 		case res.reply.Outcome == lua.LeaseTaken:
 			leased = append(leased, id)
@@ -258,17 +260,17 @@ func (c *Cache[V]) readMany(ctx context.Context, ids []string, single Loader[V])
 		return c.staleMany(ctx, r, todo), c.redisErr(ctx, fmt.Sprintf("reading %d ids", len(todo)), err)
 	}
 	for i, id := range todo {
-		e, derr := decodeEntry(raws[i].b)
-		if !raws[i].found || derr != nil {
+		var v V
+		var err error = redis.Nil
+		if raws[i].found { // GetMany only reads; LoadMany also rebuilds what is stale
+			v, err = c.fromRedis(ctx, id, raws[i].b, since[i], single)
+		}
+		switch {
+		case err == nil:
+			r.values[id] = v
+		case errors.Is(err, redis.Nil) || errors.Is(err, errUndecodable):
 			c.stats.misses.Inc()
 			r.missing = append(r.missing, id)
-			continue
-		}
-		if single != nil { // GetMany only reads; LoadMany also rebuilds what is stale
-			c.rebuildIfStale(id, e, single)
-		}
-		if v, err := c.remember(id, e, since[i]); err == nil {
-			r.values[id] = v
 		}
 	}
 	if single != nil { // GetMany leaves misses out anyway: no need to ask the filter

@@ -58,8 +58,13 @@ type Options struct {
 	LeaseTTL    time.Duration // how long one load may hold the lease before another may take over (5 s)
 	LoadTimeout time.Duration // deadline of a shared load, detached from any caller (LeaseTTL)
 
-	Codec  Codec  // JSON
-	Filter Filter // optional Bloom filter on the read path
+	Codec Codec // JSON
+	// Version is the version of V's encoding, stored with every value: a value of another
+	// version is a miss (dropped and reloaded), like one the Codec cannot decode. Bump it when
+	// V changes in a way that still decodes (a renamed field would read as its zero value).
+	// During a rolling deploy, old and new processes then reload each other's values.
+	Version uint32
+	Filter  Filter // optional Bloom filter on the read path
 	// AbsentWithFilter also caches absences in Redis when a Filter is set. Off by default:
 	// the filter already bounds database loads for missing ids to its false-positive rate,
 	// and not caching them keeps those ids from creating Redis keys.
@@ -254,25 +259,22 @@ func (c *Cache[V]) Get(ctx context.Context, id string) (V, error) {
 	}
 	since := c.l1.begin(id)
 	b, err := c.get(ctx, id)
-	if errors.Is(err, redis.Nil) {
-		if c.rejectedByFilter(ctx, id) {
-			return zero, ErrNotFound
+	if err == nil {
+		v, err := c.fromRedis(ctx, id, b, since, nil)
+		if !errors.Is(err, errUndecodable) {
+			return v, err
 		}
-		c.stats.misses.Inc()
-		return zero, ErrMiss
-	}
-	if err != nil {
+	} else if !errors.Is(err, redis.Nil) {
 		if v, err, ok := c.fromStaleLocal(ctx, id); ok {
 			return v, err
 		}
 		return zero, c.redisErr(ctx, "get "+c.Key(id), err)
 	}
-	e, err := decodeEntry(b)
-	if err != nil {
-		c.stats.misses.Inc()
-		return zero, ErrMiss
+	if c.rejectedByFilter(ctx, id) {
+		return zero, ErrNotFound
 	}
-	return c.remember(id, e, since)
+	c.stats.misses.Inc()
+	return zero, ErrMiss
 }
 
 // fromLocal answers from L1 when it holds a live copy.
@@ -317,28 +319,77 @@ func (c *Cache[V]) redisErr(ctx context.Context, what string, err error) error {
 	return fmt.Errorf("cache: %s: %w", what, err)
 }
 
-// remember decodes a Redis entry and keeps a copy in L1 (fresh values only: a logically
-// expired one must go back to Redis so that its rebuild is noticed).
-func (c *Cache[V]) remember(id string, e entry, since uint64) (V, error) {
-	v, err := c.value(e)
-	if (err == nil || errors.Is(err, ErrNotFound)) && (e.expireAt.IsZero() || time.Now().Before(e.expireAt)) && c.events.live.Load() {
+// errUndecodable marks a cached entry this cache cannot read: foreign bytes, another
+// Options.Version, or a payload the Codec rejects (V changed in a deploy). Such an entry is
+// dropped and read as a miss, so that a schema change costs one reload per key instead of an
+// error on every read until the TTL.
+var errUndecodable = errors.New("cache: undecodable entry")
+
+// decode turns stored bytes into their entry and value (ErrNotFound for an absence).
+func (c *Cache[V]) decode(b []byte) (entry, V, error) {
+	var v V
+	e, err := decodeEntry(b)
+	switch {
+	case err != nil:
+		return e, v, errUndecodable
+	case e.absent:
+		return e, v, ErrNotFound
+	case e.version != c.opts.Version:
+		return e, v, fmt.Errorf("%w: version %d, this cache reads %d", errUndecodable, e.version, c.opts.Version)
+	}
+	if err := c.opts.Codec.Unmarshal(e.payload, &v); err != nil {
+		return e, v, fmt.Errorf("%w: %v", errUndecodable, err)
+	}
+	return e, v, nil
+}
+
+// fromRedis answers a read from the bytes Redis holds for id: the value (kept in L1 when
+// fresh), ErrNotFound for an absence, or errUndecodable after dropping bytes it cannot
+// read. With load (a loading read) a logically expired value is queued for rebuild.
+func (c *Cache[V]) fromRedis(ctx context.Context, id string, b []byte, since uint64, load Loader[V]) (V, error) {
+	e, v, err := c.decode(b)
+	if errors.Is(err, errUndecodable) {
+		c.dropUndecodable(ctx, id, b)
+		return v, err
+	}
+	c.countHit(e)
+	if load != nil {
+		c.rebuildIfStale(id, e, load)
+	}
+	// Fresh entries only: a logically expired one must go back to Redis so that its
+	// rebuild is noticed; and only while events can invalidate the copy.
+	if (e.expireAt.IsZero() || time.Now().Before(e.expireAt)) && c.events.live.Load() {
 		c.l1.put(id, v, e.absent, since)
 	}
 	return v, err
 }
 
-// value decodes an entry, counting the hit.
-func (c *Cache[V]) value(e entry) (V, error) {
-	var v V
+// fromLease decodes the value the lease script found cached; errUndecodable after dropping it.
+func (c *Cache[V]) fromLease(ctx context.Context, id, value string) (V, error) {
+	e, v, err := c.decode([]byte(value))
+	if errors.Is(err, errUndecodable) {
+		c.dropUndecodable(ctx, id, []byte(value))
+		return v, err
+	}
+	c.countHit(e)
+	return v, err
+}
+
+func (c *Cache[V]) countHit(e entry) {
 	if e.absent {
 		c.stats.absentHits.Inc()
-		return v, ErrNotFound
+	} else {
+		c.stats.hits.Inc()
 	}
-	if err := c.opts.Codec.Unmarshal(e.payload, &v); err != nil {
-		return v, fmt.Errorf("cache: decoding %s value: %w", c.opts.Name, err)
-	}
-	c.stats.hits.Inc()
-	return v, nil
+}
+
+// dropUndecodable deletes id's entry if it still holds b (a value written meanwhile stays),
+// counting it. Best effort: if it fails, the next reader drops it.
+func (c *Cache[V]) dropUndecodable(ctx context.Context, id string, b []byte) {
+	c.stats.decodeErrors.Inc()
+	_ = doErr(c.redis, context.WithoutCancel(ctx), func(ctx context.Context) error {
+		return lua.CacheDrop.Run(ctx, c.rdb, []string{c.Key(id)}, b).Err()
+	})
 }
 
 // rejectedByFilter reports whether the Bloom filter proves id absent. It is asked only about
@@ -373,9 +424,9 @@ func (c *Cache[V]) encode(v V, absent bool) ([]byte, int64, error) {
 	ttl := c.ttl(base)
 	if c.opts.Mode == ModeLogical {
 		// The value itself carries its expiry; Redis keeps it until replaced or deleted.
-		return encodeEntry(payload, absent, time.Now().Add(ttl)), 0, nil
+		return encodeEntry(payload, absent, time.Now().Add(ttl), c.opts.Version), 0, nil
 	}
-	return encodeEntry(payload, absent, time.Time{}), ms(ttl), nil
+	return encodeEntry(payload, absent, time.Time{}, c.opts.Version), ms(ttl), nil
 }
 
 // Set stores v for id (write-through) and revokes any lease, so a load that read the

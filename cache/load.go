@@ -35,9 +35,9 @@ func (c *Cache[V]) GetOrLoad(ctx context.Context, id string, load Loader[V]) (V,
 	b, err := c.get(ctx, id)
 	switch {
 	case err == nil:
-		if e, derr := decodeEntry(b); derr == nil {
-			c.rebuildIfStale(id, e, load)
-			return c.remember(id, e, since)
+		v, err := c.fromRedis(ctx, id, b, since, load)
+		if !errors.Is(err, errUndecodable) {
+			return v, err
 		}
 	case errors.Is(err, redis.Nil):
 	case ctx.Err() != nil:
@@ -114,14 +114,10 @@ func (c *Cache[V]) leaseOrWait(ctx context.Context, id string, load Loader[V], t
 		if !waitStart.IsZero() {
 			c.stats.waited(time.Since(*waitStart))
 		}
-		e, derr := decodeEntry([]byte(res.Value))
-		if derr != nil { // not ours (or damaged): drop it and load afresh
-			if err := c.runSet(ctx, id, nil, 0); err != nil {
-				return v, err, true
-			}
+		v, err = c.fromLease(ctx, id, res.Value)
+		if errors.Is(err, errUndecodable) { // dropped: lease again
 			return v, nil, false
 		}
-		v, err = c.value(e)
 		return v, err, true
 	case lua.LeaseTaken:
 		v, err = c.loadWithLease(ctx, id, load, token)

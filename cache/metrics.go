@@ -15,7 +15,7 @@ type Metrics struct {
 	StaleSetsRejected, OutageLoads      *prometheus.CounterVec
 	RebuildsDropped                     *prometheus.CounterVec
 	RedisErrors, BreakerOpens           *prometheus.CounterVec
-	StaleLocalServed                    *prometheus.CounterVec
+	StaleLocalServed, DecodeErrors      *prometheus.CounterVec
 	LockWaits                           *prometheus.HistogramVec
 	RebuildQueue                        *prometheus.GaugeVec
 }
@@ -40,6 +40,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RedisErrors:       counter("redis_errors_total", "Redis calls that failed for want of Redis (timeouts, connection errors, LOADING…)."),
 		BreakerOpens:      counter("breaker_opens_total", "Times the breaker opened: Redis skipped for the cool-down."),
 		StaleLocalServed:  counter("stale_local_served_total", "L1 copies served past their TTL because Redis failed."),
+		DecodeErrors:      counter("decode_errors_total", "Cached entries this cache could not decode (another Version or schema, foreign bytes): dropped and read as misses."),
 		LockWaits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "surge", Subsystem: "cache", Name: "lock_wait_seconds",
 			Help:    "Time spent waiting for another process's load.",
@@ -52,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.Hits, m.LocalHits, m.Misses, m.AbsentHits, m.BloomRejects, m.Loads, m.LoadErrors,
 			m.StaleServed, m.StaleSetsRejected, m.OutageLoads, m.RebuildsDropped,
-			m.RedisErrors, m.BreakerOpens, m.StaleLocalServed, m.LockWaits, m.RebuildQueue)
+			m.RedisErrors, m.BreakerOpens, m.StaleLocalServed, m.DecodeErrors, m.LockWaits, m.RebuildQueue)
 	}
 	return m
 }
@@ -66,7 +67,7 @@ type stats struct {
 	staleSetsRejected, outageLoads      prometheus.Counter
 	rebuildsDropped                     prometheus.Counter
 	redisErrors, breakerOpens           prometheus.Counter
-	staleLocalServed                    prometheus.Counter
+	staleLocalServed, decodeErrors      prometheus.Counter
 	lockWaits                           prometheus.Observer
 	rebuildQueue                        prometheus.Gauge
 }
@@ -82,8 +83,8 @@ func (m *Metrics) bind(name string) *stats {
 		staleServed: m.StaleServed.WithLabelValues(name), staleSetsRejected: m.StaleSetsRejected.WithLabelValues(name),
 		outageLoads: m.OutageLoads.WithLabelValues(name), rebuildsDropped: m.RebuildsDropped.WithLabelValues(name),
 		redisErrors: m.RedisErrors.WithLabelValues(name), breakerOpens: m.BreakerOpens.WithLabelValues(name),
-		staleLocalServed: m.StaleLocalServed.WithLabelValues(name),
-		lockWaits:        m.LockWaits.WithLabelValues(name), rebuildQueue: m.RebuildQueue.WithLabelValues(name),
+		staleLocalServed: m.StaleLocalServed.WithLabelValues(name), decodeErrors: m.DecodeErrors.WithLabelValues(name),
+		lockWaits: m.LockWaits.WithLabelValues(name), rebuildQueue: m.RebuildQueue.WithLabelValues(name),
 	}
 }
 

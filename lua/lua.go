@@ -35,6 +35,8 @@ var (
 	CacheRelease = load("cache_release.lua")
 	// CacheSet sets or deletes a value and revokes any lease.
 	CacheSet = load("cache_set.lua")
+	// CacheDrop deletes an entry its reader could not decode, if it still holds those bytes.
+	CacheDrop = load("cache_drop.lua")
 	// BloomTest answers, for each id, whether all of its k bits are set in a Bloom filter bitmap:
 	// one read-only round trip for a whole batch of ids.
 	BloomTest = load("bloom_test.lua")
