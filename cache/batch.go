@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -361,7 +362,7 @@ func (c *Cache[V]) outageLoadMany(ctx context.Context, r readResult[V], load Bat
 	}
 	for i, id := range r.missing {
 		v, ok := found[id]
-		c.l1.put(id, v, !ok, since[i])
+		c.l1.put(id, v, !ok, since[i], time.Time{})
 		if ok {
 			r.values[id] = v
 		}

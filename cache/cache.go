@@ -359,7 +359,7 @@ func (c *Cache[V]) fromRedis(ctx context.Context, id string, b []byte, since uin
 	// Fresh entries only: a logically expired one must go back to Redis so that its
 	// rebuild is noticed; and only while events can invalidate the copy.
 	if (e.expireAt.IsZero() || time.Now().Before(e.expireAt)) && c.events.live.Load() {
-		c.l1.put(id, v, e.absent, since)
+		c.l1.put(id, v, e.absent, since, e.expireAt)
 	}
 	return v, err
 }
@@ -422,8 +422,9 @@ func (c *Cache[V]) encode(v V, absent bool) ([]byte, int64, error) {
 		base = c.opts.AbsentTTL
 	}
 	ttl := c.ttl(base)
-	if c.opts.Mode == ModeLogical {
+	if c.opts.Mode == ModeLogical && !absent {
 		// The value itself carries its expiry; Redis keeps it until replaced or deleted.
+		// Absences expire in Redis as in mutex mode: ids that do not exist are unbounded.
 		return encodeEntry(payload, absent, time.Now().Add(ttl), c.opts.Version), 0, nil
 	}
 	return encodeEntry(payload, absent, time.Time{}, c.opts.Version), ms(ttl), nil

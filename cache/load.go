@@ -145,10 +145,11 @@ func (c *Cache[V]) leaseOrWait(ctx context.Context, id string, load Loader[V], t
 
 // lease runs the lease script for id. A lease taken by a call abandoned at its bound is handed
 // back as soon as its reply arrives, so that no process waits it out.
-func (c *Cache[V]) lease(ctx context.Context, id, token, mode string) (lua.LeaseReply, error) {
+func (c *Cache[V]) lease(ctx context.Context, id, token, mode string, modeArgs ...any) (lua.LeaseReply, error) {
 	keys := []string{c.Key(id), c.leaseKey(id)}
+	args := append([]any{token, ms(c.opts.LeaseTTL), mode}, modeArgs...)
 	return doThen(c.redis, ctx, func(ctx context.Context) (lua.LeaseReply, error) {
-		return lua.ParseCacheLease(lua.CacheLease.Run(ctx, c.rdb, keys, token, ms(c.opts.LeaseTTL), mode).Result())
+		return lua.ParseCacheLease(lua.CacheLease.Run(ctx, c.rdb, keys, args...).Result())
 	}, func(r lua.LeaseReply, err error) {
 		if err == nil && r.Outcome == lua.LeaseTaken {
 			c.release(context.Background(), id, token, evReleased)
@@ -225,7 +226,7 @@ func (c *Cache[V]) outageLoad(ctx context.Context, id string, load Loader[V], ca
 		v, err := guard(func() (V, error) { return load(lctx, id) })
 		switch {
 		case err == nil || errors.Is(err, ErrNotFound):
-			c.l1.put(id, v, err != nil, since)
+			c.l1.put(id, v, err != nil, since, time.Time{})
 		default:
 			c.stats.loadErrors.Inc()
 		}
@@ -244,8 +245,8 @@ func (c *Cache[V]) release(ctx context.Context, id, token string, kind byte) {
 // rebuildIfStale queues a background rebuild when e is a logically expired value, which is
 // served meanwhile (and counted as such).
 func (c *Cache[V]) rebuildIfStale(id string, e entry, load Loader[V]) {
-	if c.opts.Mode == ModeLogical && time.Now().After(e.expireAt) {
+	if c.opts.Mode == ModeLogical && !e.expireAt.IsZero() && time.Now().After(e.expireAt) {
 		c.stats.staleServed.Inc()
-		c.rebuild.submit(id, func() { c.refresh(id, load) })
+		c.rebuild.submit(id, func() { c.refresh(id, e.expireAt, load) })
 	}
 }

@@ -92,12 +92,18 @@ func (l *local[V]) begin(id string) uint64 {
 	return l.epochs[bucket(id)].Load()
 }
 
-// put stores a copy unless an invalidation arrived since begin returned since.
-func (l *local[V]) put(id string, v V, absent bool, since uint64) {
+// put stores a copy unless an invalidation arrived since begin returned since. The copy
+// lives TTL, and no later than until if that is set (a logical value's own expire-at: after
+// it, reads must reach Redis to see the rebuild).
+func (l *local[V]) put(id string, v V, absent bool, since uint64, until time.Time) {
 	if l == nil || l.epochs[bucket(id)].Load() != since {
 		return
 	}
-	l.lru.Add(id, localEntry[V]{v: v, absent: absent, expireAt: time.Now().Add(l.ttl)})
+	expireAt := time.Now().Add(l.ttl)
+	if !until.IsZero() && until.Before(expireAt) {
+		expireAt = until
+	}
+	l.lru.Add(id, localEntry[V]{v: v, absent: absent, expireAt: expireAt})
 }
 
 func (l *local[V]) invalidate(id string) {

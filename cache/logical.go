@@ -2,19 +2,23 @@ package cache
 
 import (
 	"context"
+	"encoding/binary"
 	"sync"
+	"time"
 
 	"github.com/surgekit/surge/lua"
 )
 
-// refresh rebuilds a logically expired value in the background: it takes the lease (without
-// regard to the stale value that is present), loads and writes back. If another process holds
-// the lease, it is already rebuilding and this one does nothing.
-func (c *Cache[V]) refresh(id string, load Loader[V]) {
+// refresh rebuilds a logically expired value in the background: it takes the lease (the
+// stale value is present, so not "if missing") and loads and writes back. The lease is taken
+// only if the value still carries the expire-at the reader saw: if another process rebuilt it
+// meanwhile, or holds the lease and is rebuilding it, this one does nothing.
+func (c *Cache[V]) refresh(id string, staleAt time.Time, load Loader[V]) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.LoadTimeout)
 	defer cancel()
 	token := newToken()
-	res, err := c.lease(ctx, id, token, lua.LeaseAlways)
+	seen := binary.BigEndian.AppendUint64(nil, uint64(staleAt.UnixMilli()))
+	res, err := c.lease(ctx, id, token, lua.LeaseIfStale, seen)
 	if err != nil || res.Outcome != lua.LeaseTaken {
 		return
 	}

@@ -97,7 +97,9 @@ var (
 // CacheLease modes (ARGV[3]).
 const (
 	LeaseIfMissing = "1" // return the cached value if there is one, else take the lease
-	LeaseAlways    = "0" // take the lease whatever is cached (a logical rebuild)
+	// LeaseIfStale takes the lease only if the value is missing or still carries the
+	// expire-at given as the next argument (a logical rebuild); else it returns the value.
+	LeaseIfStale = "2"
 )
 
 // LeaseOutcome is what CacheLease did.
