@@ -285,7 +285,9 @@ func (c *Cache[V]) filterMisses(ctx context.Context, ids []string) []string {
 	if c.opts.Filter == nil || len(ids) == 0 {
 		return ids
 	}
-	maybe, err := c.opts.Filter.TestMany(ctx, ids)
+	fctx, cancel := c.redis.bound(ctx)
+	defer cancel()
+	maybe, err := c.opts.Filter.TestMany(fctx, ids)
 	if err != nil {
 		return ids
 	}

@@ -163,6 +163,7 @@ type Cache[V any] struct {
 	events      *events
 	hub         *hub
 	rebuild     *rebuildPool
+	pending     *pendingInvalidations
 	l1          *local[V]
 }
 
@@ -181,6 +182,7 @@ func New[V any](ctx context.Context, rdb redis.UniversalClient, opts Options) (*
 	if opts.OutageLoads > 0 {
 		c.outage = semaphore.NewWeighted(int64(opts.OutageLoads))
 	}
+	c.pending = newPendingInvalidations(c.finish, opts.RedisTimeout, c.stats)
 	c.events = newEvents(c.onEvent, c.l1.reset)
 	c.hub = join(ctx, c.redis, c.channel(), c.events, opts.RedisTimeout)
 	if opts.Mode == ModeLogical {
@@ -203,13 +205,15 @@ func (c *Cache[V]) onEvent(kind byte, id string) {
 	}
 }
 
-// Close stops the rebuild pool (waiting for running rebuilds) and leaves the event channel
+// Close stops the rebuild pool (waiting for running rebuilds) and the retries of pending
+// invalidations (left to RunInvalidator through their intents), and leaves the event channel
 // (the client's shared connection closes with its last cache). It waits for Redis at most
 // RedisTimeout.
 func (c *Cache[V]) Close() error {
 	if c.rebuild != nil {
 		c.rebuild.close()
 	}
+	c.pending.close()
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.RedisTimeout)
 	defer cancel()
 	return c.hub.leave(ctx, c.redis, c.channel(), c.events)
@@ -399,7 +403,9 @@ func (c *Cache[V]) rejectedByFilter(ctx context.Context, id string) bool {
 	if c.opts.Filter == nil {
 		return false
 	}
-	ok, err := c.opts.Filter.Test(ctx, id)
+	fctx, cancel := c.redis.bound(ctx)
+	defer cancel()
+	ok, err := c.opts.Filter.Test(fctx, id)
 	if err == nil && !ok {
 		c.stats.bloomRejects.Inc()
 		return true

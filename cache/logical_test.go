@@ -94,7 +94,9 @@ func testLogicalHotKeyRebuildsOncePerWindow(t *testing.T) {
 // The deterministic form of the above: process b's only rebuild worker is busy when b reads
 // the stale hot key, so b's rebuild runs after a's has landed. It must find the value rebuilt
 // (its expire-at is not the one b saw) and not load again.
-func TestLogicalRebuildRechecksAfterLease(t *testing.T) { onBoth(t, testLogicalRebuildRechecksAfterLease) }
+func TestLogicalRebuildRechecksAfterLease(t *testing.T) {
+	onBoth(t, testLogicalRebuildRechecksAfterLease)
+}
 
 func testLogicalRebuildRechecksAfterLease(t *testing.T) {
 	ctx := context.Background()
@@ -111,7 +113,7 @@ func testLogicalRebuildRechecksAfterLease(t *testing.T) {
 		}
 	}
 	hotLoads.Store(0)
-	time.Sleep(350 * time.Millisecond) // both stale
+	time.Sleep(350 * time.Millisecond)                         // both stale
 	if _, err := b.GetOrLoad(ctx, "other", slow); err != nil { // b's worker now waits on busy
 		t.Fatal(err)
 	}
