@@ -151,7 +151,7 @@ func (c *Cache[V]) loadLeased(ctx context.Context, ids []string, token string, l
 		c.releaseMany(lctx, ids, token, evReleased)
 		return err
 	}
-	skipAbsent := c.opts.Filter != nil && !c.opts.AbsentWithFilter
+	skipAbsent := !c.cachesAbsences()
 	type fill struct {
 		id     string
 		b      []byte
@@ -164,6 +164,8 @@ func (c *Cache[V]) loadLeased(ctx context.Context, ids []string, token string, l
 		v, ok := found[id]
 		if ok {
 			out[id] = v
+		} else {
+			c.countFalsePositive()
 		}
 		if !ok && skipAbsent {
 			notFound = append(notFound, id)
@@ -288,7 +290,7 @@ func (c *Cache[V]) filterMisses(ctx context.Context, ids []string) []string {
 	fctx, cancel := c.redis.bound(ctx)
 	defer cancel()
 	maybe, err := c.opts.Filter.TestMany(fctx, ids)
-	if err != nil {
+	if !c.filterAnswered(err) {
 		return ids
 	}
 	kept := ids[:0]

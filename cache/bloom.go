@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"sync"
 
 	"github.com/bits-and-blooms/bloom/v3"
@@ -165,4 +166,36 @@ func (f *LocalFilter) Rebuild(ctx context.Context, ids iter.Seq[string]) (n int,
 	}
 	complete = true
 	return n, nil
+}
+
+// FilterEstimate is what a filter's bits say about its contents: a filter filled past the
+// number of ids it was sized for lets far more missing ids through than its configured rate.
+type FilterEstimate struct {
+	Bits, BitsSet uint64
+	// IDs is the estimated number of distinct ids added, -(m/k)·ln(1 - set/m).
+	IDs uint64
+	// FalsePositiveRate is the chance that an id never added passes, (set/m)^k.
+	FalsePositiveRate float64
+}
+
+func estimate(m, k, set uint64) FilterEstimate {
+	e := FilterEstimate{Bits: m, BitsSet: set}
+	if m == 0 || k == 0 {
+		return e
+	}
+	fill := float64(set) / float64(m)
+	e.FalsePositiveRate = math.Pow(fill, float64(k))
+	if fill < 1 {
+		e.IDs = uint64(math.Round(-float64(m) / float64(k) * math.Log(1-fill)))
+	} else {
+		e.IDs = math.MaxUint64
+	}
+	return e
+}
+
+// Estimate reports the filter's fill, from its bits.
+func (f *LocalFilter) Estimate(context.Context) (FilterEstimate, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return estimate(uint64(f.m), uint64(f.k), uint64(f.live.BitSet().Count())), nil
 }

@@ -252,6 +252,36 @@ func (f *RedisFilter) Rebuild(ctx context.Context, ids iter.Seq[string]) (n int,
 	return n, nil
 }
 
+// Estimate reports the filter's fill from its bitmap (BITCOUNT: it reads the whole bitmap,
+// m/8 bytes, so call it for monitoring, not per read): ErrNotBuilt if it does not exist,
+// ErrParamsMismatch if it was built with other parameters.
+func (f *RedisFilter) Estimate(ctx context.Context) (FilterEstimate, error) {
+	type reading struct {
+		meta []any
+		set  int64
+	}
+	r, err := redisctx.Do(ctx, f.rdb, func(ctx context.Context) (reading, error) {
+		var meta *redis.SliceCmd
+		var set *redis.IntCmd
+		_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			meta = p.HMGet(ctx, f.keys[1], "m", "k")
+			set = p.BitCount(ctx, f.keys[0], nil)
+			return nil
+		})
+		return reading{meta.Val(), set.Val()}, err
+	})
+	if err != nil {
+		return FilterEstimate{}, fmt.Errorf("cache: bloom filter %q: %w", f.name, err)
+	}
+	if len(r.meta) != 2 || r.meta[0] == nil {
+		return FilterEstimate{}, fmt.Errorf("%w: %q", ErrNotBuilt, f.name)
+	}
+	if r.meta[0] != f.mk[0] || r.meta[1] != f.mk[1] {
+		return FilterEstimate{}, fmt.Errorf("%w: %q has m=%v k=%v, this client m=%d k=%d", ErrParamsMismatch, f.name, r.meta[0], r.meta[1], f.m, f.k)
+	}
+	return estimate(uint64(f.m), uint64(f.k), uint64(r.set)), nil
+}
+
 // appendPositions appends id's k bit positions: the ones bloom.BloomFilter sets for id.
 func (f *RedisFilter) appendPositions(args []any, id string) []any {
 	for _, loc := range bloom.Locations([]byte(id), f.k) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -164,6 +165,7 @@ type Cache[V any] struct {
 	hub         *hub
 	rebuild     *rebuildPool
 	pending     *pendingInvalidations
+	filterDown  atomic.Bool // the last filter check failed
 	l1          *local[V]
 }
 
@@ -398,7 +400,8 @@ func (c *Cache[V]) dropUndecodable(ctx context.Context, id string, b []byte) {
 
 // rejectedByFilter reports whether the Bloom filter proves id absent. It is asked only about
 // ids that nothing is cached for, so a hit costs what it costs without a filter. A failing
-// filter (e.g. a Redis error) rejects nothing: the read goes on as if there were no filter.
+// filter (not built, deleted, a Redis error) rejects nothing: the read goes on as if there
+// were no filter, counted, and absences are cached meanwhile (see filterAnswered).
 func (c *Cache[V]) rejectedByFilter(ctx context.Context, id string) bool {
 	if c.opts.Filter == nil {
 		return false
@@ -406,11 +409,39 @@ func (c *Cache[V]) rejectedByFilter(ctx context.Context, id string) bool {
 	fctx, cancel := c.redis.bound(ctx)
 	defer cancel()
 	ok, err := c.opts.Filter.Test(fctx, id)
-	if err == nil && !ok {
-		c.stats.bloomRejects.Inc()
-		return true
+	if !c.filterAnswered(err) || ok {
+		return false
 	}
-	return false
+	c.stats.bloomRejects.Inc()
+	return true
+}
+
+// filterAnswered records whether a filter check worked. While checks fail the filter is
+// unusable: it lets every id through, so absences are cached as if there were no filter,
+// and the same missing ids do not reach the loader on every read.
+func (c *Cache[V]) filterAnswered(err error) bool {
+	if err != nil {
+		c.stats.filterErrors.Inc()
+		c.filterDown.Store(true)
+		return false
+	}
+	if c.filterDown.Load() {
+		c.filterDown.Store(false)
+	}
+	return true
+}
+
+// cachesAbsences reports whether a loader's ErrNotFound is written to Redis: always without a
+// working filter; with one only if AbsentWithFilter (its false positives would create keys).
+func (c *Cache[V]) cachesAbsences() bool {
+	return c.opts.Filter == nil || c.opts.AbsentWithFilter || c.filterDown.Load()
+}
+
+// countFalsePositive counts an id the filter let through and the loader did not find.
+func (c *Cache[V]) countFalsePositive() {
+	if c.opts.Filter != nil && !c.filterDown.Load() {
+		c.stats.bloomFalsePositives.Inc()
+	}
 }
 
 // encode builds the stored entry for v (or an absence) and the TTL argument of the write

@@ -169,7 +169,10 @@ func (c *Cache[V]) loadWithLease(ctx context.Context, id string, load Loader[V],
 		c.release(ctx, id, token, evReleased)
 		return v, err
 	}
-	if absent && c.opts.Filter != nil && !c.opts.AbsentWithFilter {
+	if absent {
+		c.countFalsePositive()
+	}
+	if absent && !c.cachesAbsences() {
 		// A Bloom false positive: answer absent without writing a key, and tell the waiters
 		// so they do not each load it again.
 		c.release(ctx, id, token, evNotFound)
