@@ -29,7 +29,8 @@ func (c *Cache[V]) GetMany(ctx context.Context, ids []string) (map[string]V, err
 // LoadMany is GetOrLoad for many ids: cached values are read in one round trip per node, the
 // misses are leased in one more, the leased ones are loaded with a single call to load and
 // written back under their leases, and ids another caller is loading are awaited like
-// GetOrLoad does. Ids that do not exist are left out of the map.
+// GetOrLoad does. Ids that do not exist are left out of the map. If loading fails, the error
+// is returned with a map of the ids that were answered (those already cached included).
 func (c *Cache[V]) LoadMany(ctx context.Context, ids []string, load BatchLoader[V]) (map[string]V, error) {
 	single := func(ctx context.Context, id string) (V, error) {
 		m, err := load(ctx, []string{id})
@@ -71,15 +72,12 @@ func (c *Cache[V]) LoadMany(ctx context.Context, ids []string, load BatchLoader[
 			others = append(others, id)
 		}
 	}
+	var lerr error
 	if len(leased) > 0 {
-		if err := c.loadLeased(ctx, leased, token, load, r.values); err != nil {
-			return nil, err
-		}
+		lerr = c.loadLeased(ctx, leased, token, load, r.values)
 	}
-	if err := c.awaitOthers(ctx, others, single, r.values); err != nil {
-		return nil, err
-	}
-	return r.values, nil
+	// On an error the map still holds every id that was answered (cached ones included).
+	return r.values, errors.Join(lerr, c.awaitOthers(ctx, others, single, r.values))
 }
 
 type leaseResult struct {
@@ -148,7 +146,7 @@ func (c *Cache[V]) loadLeased(ctx context.Context, ids []string, token string, l
 	found, err := guard(func() (map[string]V, error) { return load(lctx, ids) })
 	if err != nil {
 		c.stats.loadErrors.Inc()
-		c.releaseMany(lctx, ids, token, evReleased)
+		c.releaseMany(lctx, ids, token, evFailed)
 		return err
 	}
 	skipAbsent := !c.cachesAbsences()

@@ -27,6 +27,10 @@ var (
 	ErrMiss = errors.New("cache: miss")
 	// ErrOverloaded is returned when Redis is failing and the bounded database fallback is full.
 	ErrOverloaded = errors.New("cache: redis unavailable and database fallback saturated")
+	// ErrPeerLoadFailed is returned (wrapped) to callers that waited for another process's
+	// load of the id when that load failed: the failure is shared across processes as it is
+	// among the callers of one process, instead of each process retrying in turn.
+	ErrPeerLoadFailed = errors.New("cache: another process's load of this id failed")
 	// ErrUnavailable is returned (wrapped) by calls that need Redis while the breaker is open:
 	// Redis failed BreakerFailures times in a row and is skipped for BreakerCooldown.
 	ErrUnavailable = errors.New("cache: redis unavailable (breaker open)")
@@ -50,10 +54,12 @@ type Options struct {
 	Prefix string // "cache"
 	Mode   Mode   // ModeMutex
 
+	// Durations go to Redis in milliseconds (PX): a positive one under 1 ms is refused.
 	TTL       time.Duration // how long a value is fresh (30 min)
 	AbsentTTL time.Duration // how long an absence is cached (1 min)
 	// Jitter lengthens each TTL by a random fraction in [0, Jitter) so keys written together
-	// do not expire together (avalanche). 0.1 by default; negative disables.
+	// do not expire together (avalanche). The zero value means the default, 0.1: set a
+	// negative Jitter for none (exact TTLs).
 	Jitter float64
 
 	LeaseTTL    time.Duration // how long one load may hold the lease before another may take over (5 s)
@@ -101,6 +107,11 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Prefix == "" {
 		o.Prefix = "cache"
+	}
+	for what, d := range map[string]time.Duration{"TTL": o.TTL, "AbsentTTL": o.AbsentTTL, "LeaseTTL": o.LeaseTTL} {
+		if d > 0 && d < time.Millisecond {
+			return fmt.Errorf("cache: Options.%s %v is under 1 ms, the resolution of Redis expiry (PX)", what, d)
+		}
 	}
 	if o.TTL <= 0 {
 		o.TTL = 30 * time.Minute

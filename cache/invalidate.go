@@ -160,11 +160,15 @@ type InvalidatorOptions struct {
 	Grace time.Duration
 	// Every is how often the stream is scanned (1 s).
 	Every time.Duration
+	// OnError, if set, gets each failed pass's error (they are counted in
+	// invalidator_errors_total either way); the intents stay for the next pass.
+	OnError func(error)
 }
 
 // RunInvalidator deletes the values named by abandoned intents (left by a crash between a
-// database write and its cache delete) until ctx ends. Run it in one or more processes;
-// repeated deletes are harmless.
+// database write and its cache delete) until ctx ends, reporting failed passes through
+// OnError and invalidator_errors_total. Run it in one or more processes; repeated deletes
+// are harmless.
 func (c *Cache[V]) RunInvalidator(ctx context.Context, o InvalidatorOptions) error {
 	if o.Grace <= 0 {
 		o.Grace = 5 * time.Second
@@ -176,8 +180,11 @@ func (c *Cache[V]) RunInvalidator(ctx context.Context, o InvalidatorOptions) err
 	defer t.Stop()
 	for {
 		if _, err := c.DrainIntents(ctx, o.Grace); err != nil && ctx.Err() == nil {
-			// Redis trouble: try again next tick; the intents are still there.
-			_ = err
+			// Redis trouble: the intents are still there for the next tick.
+			c.stats.invalidatorErrors.Inc()
+			if o.OnError != nil {
+				o.OnError(err)
+			}
 		}
 		select {
 		case <-ctx.Done():

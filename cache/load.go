@@ -130,11 +130,15 @@ func (c *Cache[V]) leaseOrWait(ctx context.Context, id string, load Loader[V], t
 	defer t.Stop()
 	select {
 	case <-woken.ch:
-		if woken.kind == evNotFound {
+		switch woken.kind {
+		case evNotFound:
 			// The loader found no such id and, with a Bloom filter, cached nothing: take
 			// its answer rather than load again in every process.
 			c.stats.waited(time.Since(*waitStart))
 			return v, ErrNotFound, true
+		case evFailed:
+			c.stats.waited(time.Since(*waitStart))
+			return v, fmt.Errorf("%w: %s", ErrPeerLoadFailed, id), true
 		}
 	case <-t.C:
 	case <-ctx.Done():
@@ -165,8 +169,10 @@ func (c *Cache[V]) loadWithLease(ctx context.Context, id string, load Loader[V],
 	absent := errors.Is(err, ErrNotFound)
 	if err != nil && !absent {
 		c.stats.loadErrors.Inc()
-		// Hand the lease back so a waiter can retry now rather than after the lease TTL.
-		c.release(ctx, id, token, evReleased)
+		// Hand the lease back at once, and tell the processes waiting for this load that
+		// it failed: they fail too, as the callers sharing it here do, rather than each
+		// trying the failing database in turn.
+		c.release(ctx, id, token, evFailed)
 		return v, err
 	}
 	if absent {

@@ -78,7 +78,9 @@ func New(ctx context.Context, db *ent.Client, rdb redis.UniversalClient, o Cache
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		_ = s.shops.RunInvalidator(runCtx, cache.InvalidatorOptions{})
+		_ = s.shops.RunInvalidator(runCtx, cache.InvalidatorOptions{OnError: func(err error) {
+			s.log.Warn("shop cache invalidator: intents left for the next pass", "err", err)
+		}})
 	}()
 	return s, nil
 }
