@@ -11,8 +11,10 @@ import (
 	"github.com/bits-and-blooms/bloom/v3"
 )
 
-// Filter guards the read path against cache penetration: a lookup for an id the filter has never
-// seen is answered "absent" without touching the cache keys or the database.
+// Filter guards the read path against cache penetration: a miss of an id the filter has never
+// seen is answered "absent" without the database. The cache asks it only about ids nothing is
+// cached for, with a context bounded by Options.RedisTimeout; implementations must return when
+// it ends.
 //
 // Test answers false for "definitely absent" and true for "maybe present". A Bloom filter has no
 // false negatives, only false positives (about the configured rate once it holds the expected
@@ -20,7 +22,11 @@ import (
 //
 // When a filter cannot answer (Redis down, filter not built, parameters changed) the answers are
 // true, "maybe present", together with the error: a filter that is out of order must degrade to
-// the unguarded read path, never turn an existing row into a miss.
+// the unguarded read path, never turn an existing row into a miss. The cache counts such errors
+// and caches absences while they last.
+//
+// A filter that is not a *RedisFilter is taken to be per process: when any process creates an
+// id (Invalidate with Created) every process adds it to its own filter.
 type Filter interface {
 	Test(ctx context.Context, id string) (bool, error)
 	TestMany(ctx context.Context, ids []string) ([]bool, error)

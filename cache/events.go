@@ -197,9 +197,19 @@ func (h *hub) leave(ctx context.Context, g *redisGate, channel string, ev *event
 	}
 	hubs.Unlock()
 	if lastOfHub {
-		err := h.ps.Close()
-		<-h.done
-		return err
+		// Close waits for a subscribe call still stuck on a hung Redis: bounded by ctx.
+		closed := make(chan error, 1)
+		go func() {
+			err := h.ps.Close()
+			<-h.done
+			closed <- err
+		}()
+		select {
+		case err := <-closed:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	if lastOfChannel {
 		return doErr(g, ctx, func(ctx context.Context) error {

@@ -17,8 +17,9 @@ var (
 	// answers; if this process dies first, the recorded intent lets RunInvalidator finish it.
 	ErrInvalidationPending = errors.New("cache: write committed, invalidation pending")
 	// ErrIntentNotRecorded is returned by Invalidate when it did not run the write because the
-	// intent could not be recorded (Redis down or hung). Retry later, or pass WriteUnrecorded.
-	ErrIntentNotRecorded = errors.New("cache: invalidation intent not recorded, write not run")
+	// intent (or, for a create, the id in the Bloom filter) could not be recorded: Redis down
+	// or hung. Retry later, or pass WriteUnrecorded.
+	ErrIntentNotRecorded = errors.New("cache: invalidation not recorded (Redis unavailable), write not run")
 )
 
 // InvalidateOption changes what Invalidate does.

@@ -77,6 +77,14 @@ func TestEntryPointsHonourDeadlinesOnFrozenRedis(t *testing.T) {
 			}
 			return err
 		},
+		"RunInvalidator": func(ctx context.Context) error {
+			return c.RunInvalidator(ctx, cache.InvalidatorOptions{Every: 50 * time.Millisecond})
+		},
+		"Close": func(context.Context) error { // no ctx: bounded by RedisTimeout
+			n := newCacheOn[string](t, defaultClient(t, srv.Addr), cache.Options{Name: name + "close", RedisTimeout: deadline})
+			return n.Close()
+		},
+		"RedisFilter.Estimate": func(ctx context.Context) error { _, err := filter.Estimate(ctx); return err },
 		"RedisFilter.Test":     func(ctx context.Context) error { _, err := filter.Test(ctx, "1"); return err },
 		"RedisFilter.TestMany": func(ctx context.Context) error { _, err := filter.TestMany(ctx, []string{"1"}); return err },
 		"RedisFilter.Add":      func(ctx context.Context) error { return filter.Add(ctx, "3") },
