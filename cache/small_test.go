@@ -158,10 +158,10 @@ func TestInvalidatorReportsErrors(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	m := cache.NewMetrics(nil)
 	name := uniqueName("invalidator")
-	c := newCacheOn[int](t, defaultClient(t, srv.Addr), cache.Options{Name: name, Metrics: m})
+	c := newCacheOn[int](t, defaultClient(t, srv.Addr), cache.Options{Name: name, Metrics: m, RedisTimeout: 100 * time.Millisecond})
 	srv.Kill()
 	var reported atomic.Int32
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	_ = c.RunInvalidator(ctx, cache.InvalidatorOptions{Every: 50 * time.Millisecond, OnError: func(err error) {
 		if err != nil {
