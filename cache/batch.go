@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -18,7 +19,8 @@ type BatchLoader[V any] func(ctx context.Context, ids []string) (map[string]V, e
 // GetMany reads ids from L1 and Redis only, in one pipelined round trip per Redis node (each
 // id is its own hash tag, so on a Cluster the keys spread over slots; go-redis groups the
 // pipeline by node). The map holds the ids that have a cached value; absences and misses are
-// left out.
+// left out. If Redis fails, the map holds what L1 could answer (copies within MaxStale
+// included) and the error says why the rest is missing.
 func (c *Cache[V]) GetMany(ctx context.Context, ids []string) (map[string]V, error) {
 	r, err := c.readMany(ctx, ids, nil)
 	return r.values, err
@@ -27,7 +29,8 @@ func (c *Cache[V]) GetMany(ctx context.Context, ids []string) (map[string]V, err
 // LoadMany is GetOrLoad for many ids: cached values are read in one round trip per node, the
 // misses are leased in one more, the leased ones are loaded with a single call to load and
 // written back under their leases, and ids another caller is loading are awaited like
-// GetOrLoad does. Ids that do not exist are left out of the map.
+// GetOrLoad does. Ids that do not exist are left out of the map. If loading fails, the error
+// is returned with a map of the ids that were answered (those already cached included).
 func (c *Cache[V]) LoadMany(ctx context.Context, ids []string, load BatchLoader[V]) (map[string]V, error) {
 	single := func(ctx context.Context, id string) (V, error) {
 		m, err := load(ctx, []string{id})
@@ -39,52 +42,81 @@ func (c *Cache[V]) LoadMany(ctx context.Context, ids []string, load BatchLoader[
 	}
 	r, err := c.readMany(ctx, ids, single)
 	if err != nil {
-		return c.outageLoadMany(ctx, ids, load, err)
+		return c.outageLoadMany(ctx, r, load, err)
 	}
 	if len(r.missing) == 0 {
 		return r.values, nil
 	}
-	// Lease every miss in one pipelined round trip.
 	token := newToken()
-	cmds := make([]*redis.Cmd, len(r.missing))
-	_, err = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range r.missing {
-			cmds[i] = lua.CacheLease.Eval(ctx, p, []string{c.Key(id), c.leaseKey(id)}, token, ms(c.opts.LeaseTTL), "1")
-		}
-		return nil
-	})
-	// Errors are judged per command: a failed lease falls back to the one-by-one path.
-	_ = err
+	replies, err := c.leaseMany(ctx, r.missing, token)
+	if err != nil {
+		return c.outageLoadMany(ctx, r, load, err)
+	}
 	var leased, others []string
 	for i, id := range r.missing {
-		res, err := cmds[i].Slice()
-		if err != nil {
+		res := replies[i]
+		switch {
+		case res.err != nil:
 			others = append(others, id) // handled one by one below
-			continue
-		}
-		switch res[0].(int64) {
-		case 1:
-			if e, derr := decodeEntry([]byte(res[1].(string))); derr == nil {
-				if v, verr := c.value(e); verr == nil {
-					r.values[id] = v
-				}
+		case res.reply.Outcome == lua.LeaseCached:
+			v, err := c.fromLease(ctx, id, res.reply.Value)
+			switch {
+			case err == nil:
+				r.values[id] = v
+			case errors.Is(err, errUndecodable): // dropped: load it like one another caller holds
+				others = append(others, id)
 			}
-		case 2:
+		case res.reply.Outcome == lua.LeaseTaken:
 			leased = append(leased, id)
 		default:
 			others = append(others, id)
 		}
 	}
+	var lerr error
 	if len(leased) > 0 {
-		if err := c.loadLeased(ctx, leased, token, load, r.values); err != nil {
-			return nil, err
-		}
+		lerr = c.loadLeased(ctx, leased, token, load, r.values)
 	}
-	// Ids leased elsewhere: wait for them (woken by events) as single loads, concurrently.
+	// On an error the map still holds every id that was answered (cached ones included).
+	return r.values, errors.Join(lerr, c.awaitOthers(ctx, others, single, r.values))
+}
+
+type leaseResult struct {
+	reply lua.LeaseReply
+	err   error
+}
+
+// leaseMany runs the lease script for every id in one pipelined round trip; each id's reply
+// is judged on its own.
+func (c *Cache[V]) leaseMany(ctx context.Context, ids []string, token string) ([]leaseResult, error) {
+	return do(c.redis, ctx, func(ctx context.Context) ([]leaseResult, error) {
+		cmds := make([]*redis.Cmd, len(ids))
+		_, _ = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range ids {
+				cmds[i] = lua.CacheLease.Eval(ctx, p, []string{c.Key(id), c.leaseKey(id)}, token, ms(c.opts.LeaseTTL), lua.LeaseIfMissing)
+			}
+			return nil
+		})
+		out := make([]leaseResult, len(ids))
+		failed := 0
+		for i, cmd := range cmds {
+			out[i].reply, out[i].err = lua.ParseCacheLease(cmd.Result())
+			if out[i].err != nil && isOutage(out[i].err) {
+				failed++
+			}
+		}
+		if failed == len(ids) { // Redis itself failed, not one reply
+			return nil, out[0].err
+		}
+		return out, nil
+	})
+}
+
+// awaitOthers waits, as single loads woken by events, for ids leased elsewhere, concurrently.
+func (c *Cache[V]) awaitOthers(ctx context.Context, ids []string, single Loader[V], out map[string]V) error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	errs := make([]error, len(others))
-	for i, id := range others {
+	errs := make([]error, len(ids))
+	for i, id := range ids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -97,15 +129,12 @@ func (c *Cache[V]) LoadMany(ctx context.Context, ids []string, load BatchLoader[
 				return
 			}
 			mu.Lock()
-			r.values[id] = v
+			out[id] = v
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return r.values, nil
+	return errors.Join(errs...)
 }
 
 // loadLeased loads ids this caller holds leases for with one loader call and writes them
@@ -114,57 +143,95 @@ func (c *Cache[V]) loadLeased(ctx context.Context, ids []string, token string, l
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.LoadTimeout)
 	defer cancel()
 	c.stats.loads.Inc()
-	found, err := load(lctx, ids)
+	found, err := guard(func() (map[string]V, error) { return load(lctx, ids) })
 	if err != nil {
 		c.stats.loadErrors.Inc()
-		_, _ = c.rdb.Pipelined(lctx, func(p redis.Pipeliner) error {
-			for _, id := range ids {
-				lua.CacheRelease.Eval(lctx, p, []string{c.leaseKey(id)}, token, c.channel(), "r:"+id)
+		c.releaseMany(lctx, ids, token, evFailed)
+		return err
+	}
+	skipAbsent := !c.cachesAbsences()
+	type fill struct {
+		id     string
+		b      []byte
+		px     int64
+		absent bool
+	}
+	var fills []fill
+	var notFound []string
+	for _, id := range ids {
+		v, ok := found[id]
+		if ok {
+			out[id] = v
+		} else {
+			c.countFalsePositive()
+		}
+		if !ok && skipAbsent {
+			notFound = append(notFound, id)
+			continue
+		}
+		b, px, err := c.encode(v, !ok)
+		if err != nil {
+			c.releaseMany(lctx, ids, token, evReleased)
+			return err
+		}
+		fills = append(fills, fill{id, b, px, !ok})
+	}
+	c.releaseMany(lctx, notFound, token, evNotFound)
+	rejected, err := do(c.redis, lctx, func(ctx context.Context) (int, error) {
+		cmds := make([]*redis.Cmd, len(fills))
+		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, f := range fills {
+				cmds[i] = lua.CacheFill.Eval(ctx, p, []string{c.Key(f.id), c.leaseKey(f.id)}, token, f.b, f.px, c.channel(), "f:"+f.id)
 			}
 			return nil
 		})
-		return err
-	}
-	fills := make([]*redis.Cmd, len(ids))
-	skipAbsent := c.opts.Filter != nil && !c.opts.AbsentWithFilter
-	_, perr := c.rdb.Pipelined(lctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			v, ok := found[id]
-			if !ok && skipAbsent {
-				lua.CacheRelease.Eval(lctx, p, []string{c.leaseKey(id)}, token, c.channel(), "n:"+id)
-				continue
+		n := 0
+		for _, cmd := range cmds {
+			if v, err := cmd.Int(); err == nil && v == 0 {
+				n++
 			}
-			b, px, err := c.encode(v, !ok)
-			if err != nil {
-				return err
-			}
-			fills[i] = lua.CacheFill.Eval(lctx, p, []string{c.Key(id), c.leaseKey(id)}, token, b, px, c.channel(), "f:"+id)
 		}
-		return nil
+		return n, err
 	})
-	for i, id := range ids {
-		if v, ok := found[id]; ok {
-			out[id] = v
-		}
-		if fills[i] != nil {
-			if n, err := fills[i].Int(); err == nil && n == 0 {
-				c.stats.staleSetsRejected.Inc()
-			}
-		}
-	}
-	if perr != nil && !errors.Is(perr, redis.Nil) {
-		return fmt.Errorf("cache: writing back %d ids: %w", len(ids), perr)
+	c.stats.staleSetsRejected.Add(float64(rejected))
+	// The caller gets what it loaded either way; a failed write-back only means the next
+	// reader loads again.
+	if err != nil && !errors.Is(err, redis.Nil) && ctx.Err() == nil && !isOutage(err) {
+		return fmt.Errorf("cache: writing back %d ids: %w", len(ids), err)
 	}
 	return nil
 }
 
-type readResult[V any] struct {
-	values  map[string]V
-	missing []string
+// releaseMany hands back the leases of ids in one round trip, announcing kind.
+func (c *Cache[V]) releaseMany(ctx context.Context, ids []string, token string, kind byte) {
+	if len(ids) == 0 {
+		return
+	}
+	_ = doErr(c.redis, context.WithoutCancel(ctx), func(ctx context.Context) error {
+		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, id := range ids {
+				lua.CacheRelease.Eval(ctx, p, []string{c.leaseKey(id)}, token, c.channel(), string(kind)+":"+id)
+			}
+			return nil
+		})
+		return err
+	})
 }
 
-// readMany answers what L1, the Bloom filter and Redis know about ids. With a loader (LoadMany),
-// logically expired values are served and queued for rebuild.
+type readResult[V any] struct {
+	values  map[string]V
+	missing []string // ids neither L1 nor Redis answered and the filter did not reject
+}
+
+// rawEntry is one GET of a pipelined read.
+type rawEntry struct {
+	b     []byte
+	found bool
+}
+
+// readMany answers what L1, Redis and (about misses) the Bloom filter know about ids. With a loader (LoadMany),
+// logically expired values are served and queued for rebuild. If Redis fails, L1 copies within
+// MaxStale answer what they can, and the error is returned with the rest in missing.
 func (c *Cache[V]) readMany(ctx context.Context, ids []string, single Loader[V]) (readResult[V], error) {
 	r := readResult[V]{values: make(map[string]V, len(ids))}
 	seen := make(map[string]bool, len(ids))
@@ -182,68 +249,125 @@ func (c *Cache[V]) readMany(ctx context.Context, ids []string, single Loader[V])
 		}
 		todo = append(todo, id)
 	}
-	if c.opts.Filter != nil && len(todo) > 0 {
-		if maybe, err := c.opts.Filter.TestMany(ctx, todo); err == nil {
-			kept := todo[:0]
-			for i, id := range todo {
-				if maybe[i] {
-					kept = append(kept, id)
-				} else {
-					c.stats.bloomRejects.Inc()
-				}
-			}
-			todo = kept
-		}
-	}
 	if len(todo) == 0 {
 		return r, nil
 	}
 	since := make([]uint64, len(todo))
-	cmds := make([]*redis.StringCmd, len(todo))
-	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range todo {
-			since[i] = c.l1.begin(id)
-			cmds[i] = p.Get(ctx, c.Key(id))
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return r, fmt.Errorf("cache: reading %d ids: %w", len(todo), err)
+	for i, id := range todo {
+		since[i] = c.l1.begin(id)
+	}
+	raws, err := c.getMany(ctx, todo)
+	if err != nil {
+		return c.staleMany(ctx, r, todo), c.redisErr(ctx, fmt.Sprintf("reading %d ids", len(todo)), err)
 	}
 	for i, id := range todo {
-		b, err := cmds[i].Bytes()
-		if err != nil {
-			c.stats.misses.Inc()
-			r.missing = append(r.missing, id)
-			continue
+		var v V
+		var err error = redis.Nil
+		if raws[i].found { // GetMany only reads; LoadMany also rebuilds what is stale
+			v, err = c.fromRedis(ctx, id, raws[i].b, since[i], single)
 		}
-		e, derr := decodeEntry(b)
-		if derr != nil {
-			c.stats.misses.Inc()
-			r.missing = append(r.missing, id)
-			continue
-		}
-		if single != nil { // GetMany only reads; LoadMany also rebuilds what is stale
-			c.rebuildIfStale(id, e, single)
-		}
-		if v, err := c.remember(id, e, since[i]); err == nil {
+		switch {
+		case err == nil:
 			r.values[id] = v
+		case errors.Is(err, redis.Nil) || errors.Is(err, errUndecodable):
+			c.stats.misses.Inc()
+			r.missing = append(r.missing, id)
 		}
+	}
+	if single != nil { // GetMany leaves misses out anyway: no need to ask the filter
+		r.missing = c.filterMisses(ctx, r.missing)
 	}
 	return r, nil
 }
 
-// outageLoadMany answers a batch from the loader when Redis fails, within the same bound
-// as single outage loads.
-func (c *Cache[V]) outageLoadMany(ctx context.Context, ids []string, load BatchLoader[V], cause error) (map[string]V, error) {
+// filterMisses drops the ids the Bloom filter proves absent (asked only about misses).
+func (c *Cache[V]) filterMisses(ctx context.Context, ids []string) []string {
+	if c.opts.Filter == nil || len(ids) == 0 {
+		return ids
+	}
+	fctx, cancel := c.redis.bound(ctx)
+	defer cancel()
+	maybe, err := c.opts.Filter.TestMany(fctx, ids)
+	if !c.filterAnswered(err) {
+		return ids
+	}
+	kept := ids[:0]
+	for i, id := range ids {
+		if maybe[i] {
+			kept = append(kept, id)
+		} else {
+			c.stats.bloomRejects.Inc()
+		}
+	}
+	return kept
+}
+
+// getMany GETs ids in one pipelined round trip per node.
+func (c *Cache[V]) getMany(ctx context.Context, ids []string) ([]rawEntry, error) {
+	return do(c.redis, ctx, func(ctx context.Context) ([]rawEntry, error) {
+		cmds := make([]*redis.StringCmd, len(ids))
+		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range ids {
+				cmds[i] = p.Get(ctx, c.Key(id))
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		out := make([]rawEntry, len(ids))
+		for i, cmd := range cmds {
+			b, err := cmd.Bytes()
+			out[i] = rawEntry{b: b, found: err == nil}
+		}
+		return out, nil
+	})
+}
+
+// staleMany answers ids from L1 copies within MaxStale (Redis failed); the others are missing.
+func (c *Cache[V]) staleMany(ctx context.Context, r readResult[V], ids []string) readResult[V] {
+	for _, id := range ids {
+		v, err, ok := c.fromStaleLocal(ctx, id)
+		switch {
+		case !ok:
+			r.missing = append(r.missing, id)
+		case err == nil:
+			r.values[id] = v
+		}
+	}
+	return r
+}
+
+// outageLoadMany answers the ids of r that are still missing from the loader when Redis
+// fails, within the same bound as single outage loads; what it loads is kept in L1.
+func (c *Cache[V]) outageLoadMany(ctx context.Context, r readResult[V], load BatchLoader[V], cause error) (map[string]V, error) {
+	if len(r.missing) == 0 {
+		return r.values, nil
+	}
 	if c.outage == nil {
-		return nil, cause
+		return r.values, c.redisErr(ctx, fmt.Sprintf("reading %d ids", len(r.missing)), cause)
 	}
 	if !c.outage.TryAcquire(1) {
-		return nil, fmt.Errorf("%w: %v", ErrOverloaded, cause)
+		return r.values, fmt.Errorf("%w: %w", ErrOverloaded, cause)
 	}
 	defer c.outage.Release(1)
 	c.stats.outageLoads.Inc()
 	c.stats.loads.Inc()
-	return load(ctx, ids)
+	since := make([]uint64, len(r.missing))
+	for i, id := range r.missing {
+		since[i] = c.l1.begin(id)
+	}
+	found, err := guard(func() (map[string]V, error) { return load(ctx, r.missing) })
+	if err != nil {
+		c.stats.loadErrors.Inc()
+		return r.values, err
+	}
+	for i, id := range r.missing {
+		v, ok := found[id]
+		c.l1.put(id, v, !ok, since[i], time.Time{})
+		if ok {
+			r.values[id] = v
+		}
+	}
+	return r.values, nil
 }

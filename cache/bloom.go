@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"sync"
 
 	"github.com/bits-and-blooms/bloom/v3"
 )
 
-// Filter guards the read path against cache penetration: a lookup for an id the filter has never
-// seen is answered "absent" without touching the cache keys or the database.
+// Filter guards the read path against cache penetration: a miss of an id the filter has never
+// seen is answered "absent" without the database. The cache asks it only about ids nothing is
+// cached for, with a context bounded by Options.RedisTimeout; implementations must return when
+// it ends.
 //
 // Test answers false for "definitely absent" and true for "maybe present". A Bloom filter has no
 // false negatives, only false positives (about the configured rate once it holds the expected
@@ -19,7 +22,11 @@ import (
 //
 // When a filter cannot answer (Redis down, filter not built, parameters changed) the answers are
 // true, "maybe present", together with the error: a filter that is out of order must degrade to
-// the unguarded read path, never turn an existing row into a miss.
+// the unguarded read path, never turn an existing row into a miss. The cache counts such errors
+// and caches absences while they last.
+//
+// A filter that is not a *RedisFilter is taken to be per process: when any process creates an
+// id (Invalidate with Created) every process adds it to its own filter.
 type Filter interface {
 	Test(ctx context.Context, id string) (bool, error)
 	TestMany(ctx context.Context, ids []string) ([]bool, error)
@@ -165,4 +172,36 @@ func (f *LocalFilter) Rebuild(ctx context.Context, ids iter.Seq[string]) (n int,
 	}
 	complete = true
 	return n, nil
+}
+
+// FilterEstimate is what a filter's bits say about its contents: a filter filled past the
+// number of ids it was sized for lets far more missing ids through than its configured rate.
+type FilterEstimate struct {
+	Bits, BitsSet uint64
+	// IDs is the estimated number of distinct ids added, -(m/k)·ln(1 - set/m).
+	IDs uint64
+	// FalsePositiveRate is the chance that an id never added passes, (set/m)^k.
+	FalsePositiveRate float64
+}
+
+func estimate(m, k, set uint64) FilterEstimate {
+	e := FilterEstimate{Bits: m, BitsSet: set}
+	if m == 0 || k == 0 {
+		return e
+	}
+	fill := float64(set) / float64(m)
+	e.FalsePositiveRate = math.Pow(fill, float64(k))
+	if fill < 1 {
+		e.IDs = uint64(math.Round(-float64(m) / float64(k) * math.Log(1-fill)))
+	} else {
+		e.IDs = math.MaxUint64
+	}
+	return e
+}
+
+// Estimate reports the filter's fill, from its bits.
+func (f *LocalFilter) Estimate(context.Context) (FilterEstimate, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return estimate(uint64(f.m), uint64(f.k), uint64(f.live.BitSet().Count())), nil
 }

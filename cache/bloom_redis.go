@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/lua"
+	"github.com/surgekit/surge/redisctx"
 )
 
 const (
@@ -173,7 +174,21 @@ func (f *RedisFilter) Add(ctx context.Context, ids ...string) error {
 func (f *RedisFilter) Rebuild(ctx context.Context, ids iter.Seq[string]) (n int, err error) {
 	token := randomToken()
 	lease := rebuildLease.Milliseconds()
-	started, err := lua.BloomRebuildBegin.Run(ctx, f.rdb, f.keys[2:], token, f.mk[0], f.mk[1], lease).Int()
+	abort := func() {
+		// Clean up even when ctx is what failed; the lease expiring would do it too.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = redisctx.Err(actx, f.rdb, func(ctx context.Context) error {
+			return lua.BloomRebuildAbort.Run(ctx, f.rdb, f.keys[2:], token).Err()
+		})
+	}
+	started, err := redisctx.DoThen(ctx, f.rdb, func(ctx context.Context) (int, error) {
+		return lua.BloomRebuildBegin.Run(ctx, f.rdb, f.keys[2:], token, f.mk[0], f.mk[1], lease).Int()
+	}, func(started int, err error) {
+		if err == nil && started == 1 { // begun after the caller gave up
+			abort()
+		}
+	})
 	if err != nil {
 		return 0, fmt.Errorf("cache: bloom rebuild of %q: %w", f.name, err)
 	}
@@ -183,10 +198,7 @@ func (f *RedisFilter) Rebuild(ctx context.Context, ids iter.Seq[string]) (n int,
 	committed := false
 	defer func() {
 		if !committed { // an error, or a panic in the source
-			// Clean up even when ctx is what failed; the lease expiring would do it too.
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = lua.BloomRebuildAbort.Run(actx, f.rdb, f.keys[2:], token).Err()
+			abort()
 		}
 	}()
 
@@ -200,7 +212,9 @@ func (f *RedisFilter) Rebuild(ctx context.Context, ids iter.Seq[string]) (n int,
 		if batch == 0 {
 			return nil
 		}
-		ok, err := lua.BloomRebuildAdd.Run(ctx, f.rdb, f.keys[2:], args...).Int()
+		ok, err := redisctx.Do(ctx, f.rdb, func(ctx context.Context) (int, error) {
+			return lua.BloomRebuildAdd.Run(ctx, f.rdb, f.keys[2:], args...).Int()
+		})
 		if err != nil {
 			return fmt.Errorf("cache: bloom rebuild of %q: %w", f.name, err)
 		}
@@ -225,7 +239,9 @@ func (f *RedisFilter) Rebuild(ctx context.Context, ids iter.Seq[string]) (n int,
 	if err := flush(); err != nil {
 		return n, err
 	}
-	ok, err := lua.BloomRebuildCommit.Run(ctx, f.rdb, f.keys, token).Int()
+	ok, err := redisctx.Do(ctx, f.rdb, func(ctx context.Context) (int, error) {
+		return lua.BloomRebuildCommit.Run(ctx, f.rdb, f.keys, token).Int()
+	})
 	if err != nil {
 		return n, fmt.Errorf("cache: bloom rebuild of %q: %w", f.name, err)
 	}
@@ -234,6 +250,36 @@ func (f *RedisFilter) Rebuild(ctx context.Context, ids iter.Seq[string]) (n int,
 	}
 	committed = true
 	return n, nil
+}
+
+// Estimate reports the filter's fill from its bitmap (BITCOUNT: it reads the whole bitmap,
+// m/8 bytes, so call it for monitoring, not per read): ErrNotBuilt if it does not exist,
+// ErrParamsMismatch if it was built with other parameters.
+func (f *RedisFilter) Estimate(ctx context.Context) (FilterEstimate, error) {
+	type reading struct {
+		meta []any
+		set  int64
+	}
+	r, err := redisctx.Do(ctx, f.rdb, func(ctx context.Context) (reading, error) {
+		var meta *redis.SliceCmd
+		var set *redis.IntCmd
+		_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			meta = p.HMGet(ctx, f.keys[1], "m", "k")
+			set = p.BitCount(ctx, f.keys[0], nil)
+			return nil
+		})
+		return reading{meta.Val(), set.Val()}, err
+	})
+	if err != nil {
+		return FilterEstimate{}, fmt.Errorf("cache: bloom filter %q: %w", f.name, err)
+	}
+	if len(r.meta) != 2 || r.meta[0] == nil {
+		return FilterEstimate{}, fmt.Errorf("%w: %q", ErrNotBuilt, f.name)
+	}
+	if r.meta[0] != f.mk[0] || r.meta[1] != f.mk[1] {
+		return FilterEstimate{}, fmt.Errorf("%w: %q has m=%v k=%v, this client m=%d k=%d", ErrParamsMismatch, f.name, r.meta[0], r.meta[1], f.m, f.k)
+	}
+	return estimate(uint64(f.m), uint64(f.k), uint64(r.set)), nil
 }
 
 // appendPositions appends id's k bit positions: the ones bloom.BloomFilter sets for id.
@@ -258,6 +304,17 @@ func (f *RedisFilter) eval(ctx context.Context, script *redis.Script, readOnly b
 		}
 		chunks = append(chunks, args)
 	}
+	replies, err := redisctx.Do(ctx, f.rdb, func(ctx context.Context) ([]any, error) {
+		return f.evalChunks(ctx, script, readOnly, keys, chunks)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cache: bloom filter %q: %w", f.name, err)
+	}
+	return replies, nil
+}
+
+// evalChunks runs script once per chunk of arguments, every chunk in one pipeline.
+func (f *RedisFilter) evalChunks(ctx context.Context, script *redis.Script, readOnly bool, keys []string, chunks [][]any) ([]any, error) {
 	if len(chunks) == 1 { // Run loads the script on NOSCRIPT by itself.
 		var cmd *redis.Cmd
 		if readOnly {
@@ -267,7 +324,7 @@ func (f *RedisFilter) eval(ctx context.Context, script *redis.Script, readOnly b
 		}
 		v, err := cmd.Result()
 		if err != nil {
-			return nil, fmt.Errorf("cache: bloom filter %q: %w", f.name, err)
+			return nil, err
 		}
 		return []any{v}, nil
 	}
@@ -297,7 +354,7 @@ func (f *RedisFilter) eval(ctx context.Context, script *redis.Script, readOnly b
 		cmds, err = run(false)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cache: bloom filter %q: %w", f.name, err)
+		return nil, err
 	}
 	replies := make([]any, len(cmds))
 	for i, c := range cmds {

@@ -9,13 +9,12 @@ import (
 	mrand "math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
-
-	"github.com/surgekit/surge/lua"
 )
 
 // Errors. A Redis failure is returned as itself (wrapped), never as ErrNotFound or ErrMiss.
@@ -27,6 +26,13 @@ var (
 	ErrMiss = errors.New("cache: miss")
 	// ErrOverloaded is returned when Redis is failing and the bounded database fallback is full.
 	ErrOverloaded = errors.New("cache: redis unavailable and database fallback saturated")
+	// ErrPeerLoadFailed is returned (wrapped) to callers that waited for another process's
+	// load of the id when that load failed: the failure is shared across processes as it is
+	// among the callers of one process, instead of each process retrying in turn.
+	ErrPeerLoadFailed = errors.New("cache: another process's load of this id failed")
+	// ErrUnavailable is returned (wrapped) by calls that need Redis while the breaker is open:
+	// Redis failed BreakerFailures times in a row and is skipped for BreakerCooldown.
+	ErrUnavailable = errors.New("cache: redis unavailable (breaker open)")
 )
 
 // Mode chooses the breakdown (hot key) defence.
@@ -47,17 +53,24 @@ type Options struct {
 	Prefix string // "cache"
 	Mode   Mode   // ModeMutex
 
+	// Durations go to Redis in milliseconds (PX): a positive one under 1 ms is refused.
 	TTL       time.Duration // how long a value is fresh (30 min)
 	AbsentTTL time.Duration // how long an absence is cached (1 min)
 	// Jitter lengthens each TTL by a random fraction in [0, Jitter) so keys written together
-	// do not expire together (avalanche). 0.1 by default; negative disables.
+	// do not expire together (avalanche). The zero value means the default, 0.1: set a
+	// negative Jitter for none (exact TTLs).
 	Jitter float64
 
 	LeaseTTL    time.Duration // how long one load may hold the lease before another may take over (5 s)
 	LoadTimeout time.Duration // deadline of a shared load, detached from any caller (LeaseTTL)
 
-	Codec  Codec  // JSON
-	Filter Filter // optional Bloom filter on the read path
+	Codec Codec // JSON
+	// Version is the version of V's encoding, stored with every value: a value of another
+	// version is a miss (dropped and reloaded), like one the Codec cannot decode. Bump it when
+	// V changes in a way that still decodes (a renamed field would read as its zero value).
+	// During a rolling deploy, old and new processes then reload each other's values.
+	Version uint32
+	Filter  Filter // optional Bloom filter on the read path
 	// AbsentWithFilter also caches absences in Redis when a Filter is set. Off by default:
 	// the filter already bounds database loads for missing ids to its false-positive rate,
 	// and not caching them keeps those ids from creating Redis keys.
@@ -65,9 +78,21 @@ type Options struct {
 	Local            *LocalOptions // optional in-process L1, invalidated across processes
 	Metrics          *Metrics      // optional Prometheus collectors
 
-	// OutageLoads bounds concurrent loader calls made because Redis is failing (8).
-	// Negative disables the fallback: Redis errors are returned.
+	// OutageLoads bounds concurrent loader calls made because Redis is failing (8); callers
+	// of one id share a call. Negative disables the fallback: Redis errors are returned.
 	OutageLoads int
+
+	// RedisTimeout bounds every Redis call of the cache (1 s), together with the caller's
+	// context, whatever the client's settings: go-redis itself ignores context deadlines
+	// unless Options.ContextTimeoutEnabled, and waits ReadTimeout (3 s) per try on a Redis
+	// that hangs.
+	RedisTimeout time.Duration
+	// BreakerFailures consecutive failed Redis calls (timeouts, connection errors) open the
+	// breaker (5): for BreakerCooldown (1 s) the cache does not call Redis at all; reads are
+	// answered by stale L1 copies (LocalOptions.MaxStale) or the bounded loader (OutageLoads),
+	// writes fail with ErrUnavailable. Then one call probes Redis. Negative disables it.
+	BreakerFailures int
+	BreakerCooldown time.Duration
 
 	// Logical mode: rebuild workers (4) and queue length (256). A full queue drops the
 	// rebuild (the stale value is still served and the next stale read retries it).
@@ -81,6 +106,11 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Prefix == "" {
 		o.Prefix = "cache"
+	}
+	for what, d := range map[string]time.Duration{"TTL": o.TTL, "AbsentTTL": o.AbsentTTL, "LeaseTTL": o.LeaseTTL} {
+		if d > 0 && d < time.Millisecond {
+			return fmt.Errorf("cache: Options.%s %v is under 1 ms, the resolution of Redis expiry (PX)", what, d)
+		}
 	}
 	if o.TTL <= 0 {
 		o.TTL = 30 * time.Minute
@@ -109,6 +139,15 @@ func (o *Options) setDefaults() error {
 	if o.OutageLoads == 0 {
 		o.OutageLoads = 8
 	}
+	if o.RedisTimeout <= 0 {
+		o.RedisTimeout = time.Second
+	}
+	if o.BreakerFailures == 0 {
+		o.BreakerFailures = 5
+	}
+	if o.BreakerCooldown <= 0 {
+		o.BreakerCooldown = time.Second
+	}
 	if o.RebuildWorkers <= 0 {
 		o.RebuildWorkers = 4
 	}
@@ -125,43 +164,76 @@ type Loader[V any] func(ctx context.Context, id string) (V, error)
 // Cache is a typed Redis cache for one kind of value. It is safe for concurrent use; create
 // one per entity and process, and Close it when done.
 type Cache[V any] struct {
-	rdb     redis.UniversalClient
-	opts    Options
-	stats   *stats
-	group   singleflight.Group
-	outage  *semaphore.Weighted
-	events  *events
-	rebuild *rebuildPool
-	l1      *local[V]
+	rdb         redis.UniversalClient
+	redis       *redisGate
+	opts        Options
+	stats       *stats
+	group       singleflight.Group
+	outageGroup singleflight.Group
+	outage      *semaphore.Weighted
+	events      *events
+	hub         *hub
+	rebuild     *rebuildPool
+	pending     *pendingInvalidations
+	filterDown  atomic.Bool // the last filter check failed
+	closeOnce   sync.Once
+	closeErr    error
+	l1          *local[V]
 }
 
 // New returns a cache on rdb (a single node or a Cluster client). It subscribes to the
-// cache's event channel so that waiters are woken the moment a value lands.
+// cache's event channel (one pub/sub connection per client, shared by its caches) so that
+// waiters are woken the moment a value lands. It waits for the subscription at most until
+// ctx ends or RedisTimeout passes: with Redis down, New succeeds and the subscription comes up
+// with Redis (until then no L1 copy is kept, and waiters fall back to their timers).
 func New[V any](ctx context.Context, rdb redis.UniversalClient, opts Options) (*Cache[V], error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
 	c := &Cache[V]{rdb: rdb, opts: opts, stats: opts.Metrics.bind(opts.Name), l1: newLocal[V](opts.Local)}
+	c.redis = &redisGate{rdb: rdb, timeout: opts.RedisTimeout, stats: c.stats,
+		breaker: newBreaker(opts.BreakerFailures, opts.BreakerCooldown, c.stats)}
 	if opts.OutageLoads > 0 {
 		c.outage = semaphore.NewWeighted(int64(opts.OutageLoads))
 	}
-	ev, err := subscribe(ctx, rdb, c.channel(), c.l1.invalidate)
-	if err != nil {
-		return nil, err
-	}
-	c.events = ev
+	c.pending = newPendingInvalidations(c.finish, opts.RedisTimeout, c.stats)
+	c.events = newEvents(c.onEvent, c.l1.reset)
+	c.hub = join(ctx, c.redis, c.channel(), c.events, opts.RedisTimeout)
 	if opts.Mode == ModeLogical {
 		c.rebuild = newRebuildPool(opts.RebuildWorkers, opts.RebuildQueue, c.stats)
 	}
 	return c, nil
 }
 
-// Close stops the event subscription and the rebuild pool (waiting for running rebuilds).
-func (c *Cache[V]) Close() error {
-	if c.rebuild != nil {
-		c.rebuild.close()
+// onEvent applies another process's write (or this one's) to this process's state: its L1
+// copy goes, and a created id goes into this process's own filter (a shared RedisFilter
+// already has it).
+func (c *Cache[V]) onEvent(kind byte, id string) {
+	c.l1.invalidate(id)
+	if kind == evCreated && c.opts.Filter != nil {
+		if _, shared := c.opts.Filter.(*RedisFilter); !shared {
+			ctx, cancel := context.WithTimeout(context.Background(), c.opts.RedisTimeout)
+			defer cancel()
+			_ = c.opts.Filter.Add(ctx, id)
+		}
 	}
-	return c.events.close()
+}
+
+// Close stops the rebuild pool (waiting for running rebuilds) and the retries of pending
+// invalidations (left to RunInvalidator through their intents), and leaves the event channel
+// (the client's shared connection closes with its last cache). It waits for Redis at most
+// RedisTimeout. Closing again does nothing.
+func (c *Cache[V]) Close() error {
+	c.closeOnce.Do(func() {
+		if c.rebuild != nil {
+			c.rebuild.close()
+		}
+		c.pending.close()
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.RedisTimeout)
+		defer cancel()
+		c.closeErr = c.hub.leave(ctx, c.redis, c.channel(), c.events)
+	})
+	return c.closeErr
 }
 
 // Key is the Redis key of id's value. The id is the hash tag, so a value and its lease
@@ -195,220 +267,4 @@ func newToken() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// Get reads id from Redis only: the value, ErrNotFound for a cached absence (or a Bloom
-// reject), ErrMiss when nothing is cached, or the Redis error. In logical mode a stale value
-// is returned as is.
-func (c *Cache[V]) Get(ctx context.Context, id string) (V, error) {
-	var zero V
-	if c.rejectedByFilter(ctx, id) {
-		return zero, ErrNotFound
-	}
-	if v, err, ok := c.fromLocal(id); ok {
-		return v, err
-	}
-	since := c.l1.begin(id)
-	b, err := c.rdb.Get(ctx, c.Key(id)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		c.stats.misses.Inc()
-		return zero, ErrMiss
-	}
-	if err != nil {
-		return zero, fmt.Errorf("cache: get %s: %w", c.Key(id), err)
-	}
-	e, err := decodeEntry(b)
-	if err != nil {
-		c.stats.misses.Inc()
-		return zero, ErrMiss
-	}
-	return c.remember(id, e, since)
-}
-
-// fromLocal answers from L1 when it holds a live copy.
-func (c *Cache[V]) fromLocal(id string) (V, error, bool) {
-	e, ok := c.l1.get(id)
-	if !ok {
-		var zero V
-		return zero, nil, false
-	}
-	c.stats.localHits.Inc()
-	if e.absent {
-		return e.v, ErrNotFound, true
-	}
-	return e.v, nil, true
-}
-
-// remember decodes a Redis entry and keeps a copy in L1 (fresh values only: a logically
-// expired one must go back to Redis so that its rebuild is noticed).
-func (c *Cache[V]) remember(id string, e entry, since uint64) (V, error) {
-	v, err := c.value(e)
-	if (err == nil || errors.Is(err, ErrNotFound)) && (e.expireAt.IsZero() || time.Now().Before(e.expireAt)) {
-		c.l1.put(id, v, e.absent, since)
-	}
-	return v, err
-}
-
-// value decodes an entry, counting the hit.
-func (c *Cache[V]) value(e entry) (V, error) {
-	var v V
-	if e.absent {
-		c.stats.absentHits.Inc()
-		return v, ErrNotFound
-	}
-	if err := c.opts.Codec.Unmarshal(e.payload, &v); err != nil {
-		return v, fmt.Errorf("cache: decoding %s value: %w", c.opts.Name, err)
-	}
-	c.stats.hits.Inc()
-	return v, nil
-}
-
-// rejectedByFilter reports whether the Bloom filter proves id absent. A failing filter
-// (e.g. a Redis error) rejects nothing: the read goes on as if there were no filter.
-func (c *Cache[V]) rejectedByFilter(ctx context.Context, id string) bool {
-	if c.opts.Filter == nil {
-		return false
-	}
-	ok, err := c.opts.Filter.Test(ctx, id)
-	if err == nil && !ok {
-		c.stats.bloomRejects.Inc()
-		return true
-	}
-	return false
-}
-
-// encode builds the stored entry for v (or an absence) and the TTL argument of the write
-// scripts: milliseconds, or 0 for no Redis expiry (logical mode).
-func (c *Cache[V]) encode(v V, absent bool) ([]byte, int64, error) {
-	var payload []byte
-	if !absent {
-		var err error
-		if payload, err = c.opts.Codec.Marshal(v); err != nil {
-			return nil, 0, fmt.Errorf("cache: encoding %s value: %w", c.opts.Name, err)
-		}
-	}
-	base := c.opts.TTL
-	if absent {
-		base = c.opts.AbsentTTL
-	}
-	ttl := c.ttl(base)
-	if c.opts.Mode == ModeLogical {
-		// The value itself carries its expiry; Redis keeps it until replaced or deleted.
-		return encodeEntry(payload, absent, time.Now().Add(ttl)), 0, nil
-	}
-	return encodeEntry(payload, absent, time.Time{}), ms(ttl), nil
-}
-
-// Set stores v for id (write-through) and revokes any lease, so a load that read the
-// database before this write cannot overwrite it. It also adds id to the Bloom filter.
-func (c *Cache[V]) Set(ctx context.Context, id string, v V) error {
-	b, px, err := c.encode(v, false)
-	if err != nil {
-		return err
-	}
-	if c.opts.Filter != nil {
-		// An unbuilt filter answers "maybe present" to everything, so nothing is lost by
-		// not adding to it; any other failure is reported.
-		if err := c.opts.Filter.Add(ctx, id); err != nil && !errors.Is(err, ErrNotBuilt) {
-			return fmt.Errorf("cache: bloom add: %w", err)
-		}
-	}
-	c.l1.invalidate(id)
-	return c.runSet(ctx, id, b, px)
-}
-
-// Delete removes the cached values of ids and revokes their leases (the delete of
-// delete-after-write), in one pipelined round trip. Every process drops its L1 copies and
-// wakes its waiters on the events.
-func (c *Cache[V]) Delete(ctx context.Context, ids ...string) error {
-	cmds := make([]*redis.Cmd, len(ids))
-	_, _ = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			c.l1.invalidate(id)
-			cmds[i] = lua.CacheSet.Eval(ctx, p, []string{c.Key(id), c.leaseKey(id)}, "", 0, c.channel(), "s:"+id)
-		}
-		return nil
-	})
-	var errs []error
-	for i, cmd := range cmds {
-		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
-			errs = append(errs, fmt.Errorf("cache: delete %s: %w", c.Key(ids[i]), err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// runSet runs the set script for one id: b == nil deletes, px is encode's TTL argument.
-func (c *Cache[V]) runSet(ctx context.Context, id string, b []byte, px int64) error {
-	err := lua.CacheSet.Run(ctx, c.rdb, []string{c.Key(id), c.leaseKey(id)}, b, px, c.channel(), "s:"+id).Err()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("cache: set %s: %w", c.Key(id), err)
-	}
-	return nil
-}
-
-// waiters wakes goroutines waiting for an id when any event for it arrives.
-type events struct {
-	ps      *redis.PubSub
-	mu      sync.Mutex
-	waiters map[string]*signal
-	done    chan struct{}
-	onEvent func(id string)
-}
-
-// signal is closed at the next event for an id; op is the event's kind (f filled, s set or
-// deleted, r released after a failed load, n released because the id does not exist).
-type signal struct {
-	ch chan struct{}
-	op byte
-}
-
-func subscribe(ctx context.Context, rdb redis.UniversalClient, channel string, onEvent func(id string)) (*events, error) {
-	ps := rdb.Subscribe(ctx, channel)
-	// Wait for the confirmation: a waiter registered after New returns must not miss a wake.
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
-		return nil, fmt.Errorf("cache: subscribing to %s: %w", channel, err)
-	}
-	e := &events{ps: ps, waiters: map[string]*signal{}, done: make(chan struct{}), onEvent: onEvent}
-	go e.run()
-	return e, nil
-}
-
-func (e *events) run() {
-	defer close(e.done)
-	for msg := range e.ps.Channel() {
-		if len(msg.Payload) < 2 || msg.Payload[1] != ':' {
-			continue
-		}
-		id := msg.Payload[2:]
-		e.mu.Lock()
-		sig, ok := e.waiters[id]
-		delete(e.waiters, id)
-		e.mu.Unlock()
-		if ok {
-			sig.op = msg.Payload[0]
-			close(sig.ch) // publishes op to the waiters (happens-before their receive)
-		}
-		e.onEvent(id)
-	}
-}
-
-// wait returns the signal of the next event for id. Register before checking state, so an
-// event between the check and the wait is not lost.
-func (e *events) wait(id string) *signal {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	sig, ok := e.waiters[id]
-	if !ok {
-		sig = &signal{ch: make(chan struct{})}
-		e.waiters[id] = sig
-	}
-	return sig
-}
-
-func (e *events) close() error {
-	err := e.ps.Close()
-	<-e.done
-	return err
 }

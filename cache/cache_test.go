@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/surgekit/surge/cache"
 	"github.com/surgekit/surge/internal/testenv"
+	"github.com/surgekit/surge/lua"
 )
 
 type shop struct {
@@ -253,7 +255,9 @@ func testStampedeLoadsOnceAcrossClients(t *testing.T) {
 	ctx := context.Background()
 	name := uniqueName("stampede")
 	const clients, goroutines = 4, 250
-	const loadTime = 50 * time.Millisecond
+	// Long enough that a waiter polling every 100 ms would ask for the lease 4 or more times
+	// more, however long the 1000 first GETs take under -race.
+	const loadTime = 600 * time.Millisecond
 	var loads atomic.Int32
 	var landed atomic.Int64
 	load := func(context.Context, string) (shop, error) {
@@ -263,8 +267,11 @@ func testStampedeLoadsOnceAcrossClients(t *testing.T) {
 		return shop{ID: 1, Name: "hot"}, nil
 	}
 	caches := make([]*cache.Cache[shop], clients)
+	leases := &leaseCalls{}
 	for i := range caches {
-		caches[i] = newCache[shop](t, cache.Options{Name: name})
+		rdb := backend(t)
+		rdb.AddHook(leases)
+		caches[i] = newCacheOn[shop](t, rdb, cache.Options{Name: name})
 	}
 	start := make(chan struct{})
 	lat := make([]time.Duration, clients*goroutines)
@@ -297,26 +304,71 @@ func testStampedeLoadsOnceAcrossClients(t *testing.T) {
 	if p99 > time.Second {
 		t.Fatalf("waiter p99 %v after the value landed: waiters sat out the lease", p99)
 	}
+	// Each client's waiting load asks for the lease twice: once (held elsewhere), and once
+	// more when the fill event wakes it (the holder's client once). A waiter that polled
+	// would ask again every poll while the 600 ms load runs.
+	t.Logf("lease requests: %d", leases.n.Load())
+	if n := leases.n.Load(); n > 2*clients || n < clients {
+		t.Fatalf("%d lease requests from %d clients, want at most %d: waiters polled instead of waiting for the event", n, clients, 2*clients)
+	}
+}
+
+// leaseCalls counts the lease script calls a client sends (EVALSHA or EVAL of cache_lease.lua).
+type leaseCalls struct{ n atomic.Int64 }
+
+func (h *leaseCalls) count(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) > 1 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
+		if args[1] == lua.CacheLease.Hash() || args[1] == cacheLeaseSource {
+			h.n.Add(1)
+		}
+	}
+}
+
+var cacheLeaseSource = func() string {
+	b, _ := os.ReadFile("../lua/cache_lease.lua")
+	return string(b)
+}()
+
+func (h *leaseCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *leaseCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.count(cmd); return next(ctx, cmd) }
+}
+func (h *leaseCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
 }
 
 // Waiters in other clients are woken by the fill event, not by a poll: with one waiter per
-// client the wake-up is measured without scheduler noise. A 100 ms poller fails this.
+// client the wake-up is measured without scheduler noise. A 100 ms poller fails this (it
+// asks for the lease at every poll).
 func TestWaiterWakeLatency(t *testing.T) { onBoth(t, testWaiterWakeLatency) }
 
 func testWaiterWakeLatency(t *testing.T) {
 	ctx := context.Background()
 	name := uniqueName("wake")
 	leader := newCache[int](t, cache.Options{Name: name})
-	waiters := []*cache.Cache[int]{newCache[int](t, cache.Options{Name: name}), newCache[int](t, cache.Options{Name: name}), newCache[int](t, cache.Options{Name: name})}
+	leases := &leaseCalls{}
+	var waiters []*cache.Cache[int]
+	for range 3 {
+		rdb := backend(t)
+		rdb.AddHook(leases)
+		waiters = append(waiters, newCacheOn[int](t, rdb, cache.Options{Name: name}))
+	}
 	var lat []time.Duration
-	for round := 0; round < 20; round++ {
+	const rounds = 8
+	for round := 0; round < rounds; round++ {
 		id := fmt.Sprint(round)
 		var landed atomic.Int64
 		inLoad := make(chan struct{})
 		go func() {
 			_, _ = leader.GetOrLoad(ctx, id, func(context.Context, string) (int, error) {
 				close(inLoad)
-				time.Sleep(30 * time.Millisecond)
+				time.Sleep(250 * time.Millisecond) // a 100 ms poller would ask 2-3 more times
 				landed.Store(time.Now().UnixNano())
 				return round, nil
 			})
@@ -352,6 +404,12 @@ func testWaiterWakeLatency(t *testing.T) {
 	// loaded CI machine cannot turn this red.)
 	if worst > 2*time.Second {
 		t.Fatalf("a waiter waited %v: it sat out the lease instead of being woken by the event", worst)
+	}
+	// Woken by the event, a waiter asks for the lease twice per round (held, then cached);
+	// a poller would ask every poll while the 250 ms load runs.
+	t.Logf("lease requests: %d", leases.n.Load())
+	if n, most := leases.n.Load(), int64(2*rounds*len(waiters)); n > most || n < most/2 {
+		t.Fatalf("%d lease requests from %d waits, want at most %d: the waiters polled", n, rounds*len(waiters), most)
 	}
 }
 

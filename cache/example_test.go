@@ -116,6 +116,34 @@ func ExampleCache_Invalidate() {
 	// Hot Pot Deluxe
 }
 
+// The create path: a new row's id goes into the Bloom filter before the insert, and any
+// cached absence of it (here, a read made before it existed) goes after it, in every process.
+func ExampleCache_Invalidate_create() {
+	ctx := context.Background()
+	rdb := exampleClient()
+	defer rdb.Close()
+	filter, _ := cache.NewLocalFilter(10_000, 0.01)
+	_, _ = filter.Rebuild(ctx, slices.Values([]string{"1", "2"}))
+	shops, _ := cache.New[Shop](ctx, rdb, cache.Options{Name: "example-create", Filter: filter})
+	defer shops.Close()
+	defer shops.Delete(ctx, "3")
+
+	_, err := shops.GetOrLoad(ctx, "3", loadShop)
+	fmt.Println(errors.Is(err, cache.ErrNotFound))
+	err = shops.Invalidate(ctx, "3", func(ctx context.Context) error {
+		shopsTable["3"] = Shop{"3", "Noodle Bar"} // INSERT … in a real service
+		return nil
+	}, cache.Created)
+	if errors.Is(err, cache.ErrInvalidationPending) {
+		err = nil // committed; the cache finishes the invalidation once Redis answers
+	}
+	s, _ := shops.GetOrLoad(ctx, "3", loadShop)
+	fmt.Println(s.Name, err)
+	// Output:
+	// true
+	// Noodle Bar <nil>
+}
+
 // An in-process L1 in front of Redis, dropped in every process when any process writes.
 func ExampleLocalOptions() {
 	ctx := context.Background()

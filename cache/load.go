@@ -7,41 +7,46 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/surgekit/surge/lua"
 )
 
-// GetOrLoad returns id's value from the cache, loading it with load on a miss.
+// GetOrLoad returns id's value from the cache, loading it with load on a miss. It reads L1,
+// then Redis; the Bloom filter, if any, is asked only on a miss, before the load.
 //
 // Across every process sharing the Redis, one caller per key runs load: callers in one
 // process share a singleflight, and processes compete for a Redis lease (SET NX PX with an
 // owner token). The others wait for the value to land and are woken by a pub/sub event, not
 // a poll. The shared load runs under its own deadline (LoadTimeout), detached from the first
-// caller: a caller whose context ends gets ctx.Err(), the others still get the value.
+// caller: a caller whose context ends gets ctx.Err(), the others still get the value. A
+// loader that panics fails the callers sharing its load with a *PanicError.
 //
-// A loader's ErrNotFound is cached as an absence for AbsentTTL. If Redis fails, the loader
-// is called directly, at most OutageLoads at once per process (ErrOverloaded beyond that).
+// A loader's ErrNotFound is cached as an absence for AbsentTTL. If Redis fails (or the
+// breaker is open), an L1 copy past its TTL is served if it is within MaxStale, else the
+// loader is called directly, at most OutageLoads at once per process and once per id
+// (ErrOverloaded beyond that).
 func (c *Cache[V]) GetOrLoad(ctx context.Context, id string, load Loader[V]) (V, error) {
 	var zero V
-	if c.rejectedByFilter(ctx, id) {
-		return zero, ErrNotFound
-	}
 	if v, err, ok := c.fromLocal(id); ok {
 		return v, err
 	}
 	since := c.l1.begin(id)
-	b, err := c.rdb.Get(ctx, c.Key(id)).Bytes()
+	b, err := c.get(ctx, id)
 	switch {
 	case err == nil:
-		if e, derr := decodeEntry(b); derr == nil {
-			c.rebuildIfStale(id, e, load)
-			return c.remember(id, e, since)
+		v, err := c.fromRedis(ctx, id, b, since, load)
+		if !errors.Is(err, errUndecodable) {
+			return v, err
 		}
 	case errors.Is(err, redis.Nil):
 	case ctx.Err() != nil:
 		return zero, ctx.Err()
 	default:
-		return c.outageLoad(ctx, id, load, err)
+		return c.fallback(ctx, id, load, err)
+	}
+	if c.rejectedByFilter(ctx, id) {
+		return zero, ErrNotFound
 	}
 	c.stats.misses.Inc()
 	return c.shared(ctx, id, load)
@@ -54,10 +59,18 @@ type loaded[V any] struct {
 
 // shared runs one load per id in this process and hands its result to every caller.
 func (c *Cache[V]) shared(ctx context.Context, id string, load Loader[V]) (V, error) {
-	ch := c.group.DoChan(id, func() (any, error) {
+	return c.share(ctx, &c.group, id, func(lctx context.Context) (V, error) { return c.leaseAndLoad(lctx, id, load) })
+}
+
+// share runs fn once per key of group at a time, under its own LoadTimeout detached from the
+// callers, and returns its result to each caller (or the caller's ctx error if that ends first).
+func (c *Cache[V]) share(ctx context.Context, group *singleflight.Group, key string, fn func(ctx context.Context) (V, error)) (V, error) {
+	ch := group.DoChan(key, func() (any, error) {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.LoadTimeout)
 		defer cancel()
-		v, err := c.leaseAndLoad(lctx, id, load)
+		// DoChan re-panics in a goroutine of its own, where no caller could recover: every
+		// panic must end here, as an error for all the callers sharing the load.
+		v, err := guard(func() (V, error) { return fn(lctx) })
 		return loaded[V]{v, err}, nil
 	})
 	select {
@@ -73,88 +86,116 @@ func (c *Cache[V]) shared(ctx context.Context, id string, load Loader[V]) (V, er
 // leaseAndLoad loops until the value is cached by someone or this caller holds the lease
 // and loads it.
 func (c *Cache[V]) leaseAndLoad(ctx context.Context, id string, load Loader[V]) (V, error) {
-	var zero V
-	keys := []string{c.Key(id), c.leaseKey(id)}
 	token := newToken()
 	var waitStart time.Time
 	for {
-		woken := c.events.wait(id)
-		res, err := lua.CacheLease.Run(ctx, c.rdb, keys, token, ms(c.opts.LeaseTTL), "1").Slice()
-		if err != nil {
-			if ctx.Err() != nil {
-				return zero, ctx.Err()
-			}
-			return c.outageLoad(ctx, id, load, err)
+		if v, err, done := c.leaseOrWait(ctx, id, load, token, &waitStart); done {
+			return v, err
 		}
-		switch res[0].(int64) {
-		case 1: // cached meanwhile
-			if !waitStart.IsZero() {
-				c.stats.waited(time.Since(waitStart))
-			}
-			e, derr := decodeEntry([]byte(res[1].(string)))
-			if derr != nil { // not ours (or damaged): drop it and load afresh
-				if err := c.runSet(ctx, id, nil, 0); err != nil {
-					return zero, err
-				}
-				continue
-			}
-			return c.value(e)
-		case 2: // lease taken: this caller loads
-			return c.loadWithLease(ctx, id, load, token)
-		}
-		// Another process is loading. Wait for its event, or at most its remaining lease
-		// (the event can be lost if the subscription reconnects), then try again.
-		if waitStart.IsZero() {
-			waitStart = time.Now()
-		}
-		wait := time.Duration(res[1].(int64)) * time.Millisecond
-		if wait <= 0 {
-			wait = time.Millisecond
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-woken.ch:
-			if woken.op == 'n' {
-				// The loader found no such id and, with a Bloom filter, cached nothing:
-				// take its answer rather than load again in every process.
-				t.Stop()
-				c.stats.waited(time.Since(waitStart))
-				return zero, ErrNotFound
-			}
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return zero, ctx.Err()
-		}
-		t.Stop()
 	}
+}
+
+// leaseOrWait reads the value or takes the lease and loads. If another process holds the
+// lease it waits for that load's event (or at most its remaining lease: the event can be lost
+// if the subscription reconnects) and reports not done, to be called again.
+func (c *Cache[V]) leaseOrWait(ctx context.Context, id string, load Loader[V], token string, waitStart *time.Time) (v V, err error, done bool) {
+	woken := c.events.wait(id)
+	defer c.events.forget(id, woken)
+	res, err := c.lease(ctx, id, token, lua.LeaseIfMissing)
+	if err != nil {
+		if ctx.Err() != nil {
+			return v, ctx.Err(), true
+		}
+		v, err = c.fallback(ctx, id, load, err)
+		return v, err, true
+	}
+	switch res.Outcome {
+	case lua.LeaseCached:
+		if !waitStart.IsZero() {
+			c.stats.waited(time.Since(*waitStart))
+		}
+		v, err = c.fromLease(ctx, id, res.Value)
+		if errors.Is(err, errUndecodable) { // dropped: lease again
+			return v, nil, false
+		}
+		return v, err, true
+	case lua.LeaseTaken:
+		v, err = c.loadWithLease(ctx, id, load, token)
+		return v, err, true
+	}
+	if waitStart.IsZero() {
+		*waitStart = time.Now()
+	}
+	t := time.NewTimer(max(time.Duration(res.WaitMS)*time.Millisecond, time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-woken.ch:
+		switch woken.kind {
+		case evNotFound:
+			// The loader found no such id and, with a Bloom filter, cached nothing: take
+			// its answer rather than load again in every process.
+			c.stats.waited(time.Since(*waitStart))
+			return v, ErrNotFound, true
+		case evFailed:
+			c.stats.waited(time.Since(*waitStart))
+			return v, fmt.Errorf("%w: %s", ErrPeerLoadFailed, id), true
+		}
+	case <-t.C:
+	case <-ctx.Done():
+		return v, ctx.Err(), true
+	}
+	return v, nil, false
+}
+
+// lease runs the lease script for id. A lease taken by a call abandoned at its bound is handed
+// back as soon as its reply arrives, so that no process waits it out.
+func (c *Cache[V]) lease(ctx context.Context, id, token, mode string, modeArgs ...any) (lua.LeaseReply, error) {
+	keys := []string{c.Key(id), c.leaseKey(id)}
+	args := append([]any{token, ms(c.opts.LeaseTTL), mode}, modeArgs...)
+	return doThen(c.redis, ctx, func(ctx context.Context) (lua.LeaseReply, error) {
+		return lua.ParseCacheLease(lua.CacheLease.Run(ctx, c.rdb, keys, args...).Result())
+	}, func(r lua.LeaseReply, err error) {
+		if err == nil && r.Outcome == lua.LeaseTaken {
+			c.release(context.Background(), id, token, evReleased)
+		}
+	})
 }
 
 // loadWithLease calls the loader while holding the lease and writes the result back through
 // the fill script, which refuses if a write revoked the lease meanwhile (stale set).
 func (c *Cache[V]) loadWithLease(ctx context.Context, id string, load Loader[V], token string) (V, error) {
 	c.stats.loads.Inc()
-	v, err := load(ctx, id)
+	v, err := guard(func() (V, error) { return load(ctx, id) })
 	absent := errors.Is(err, ErrNotFound)
 	if err != nil && !absent {
 		c.stats.loadErrors.Inc()
-		// Hand the lease back so a waiter can retry now rather than after the lease TTL.
-		c.release(ctx, id, token, "r:")
+		// Hand the lease back at once, and tell the processes waiting for this load that
+		// it failed: they fail too, as the callers sharing it here do, rather than each
+		// trying the failing database in turn.
+		c.release(ctx, id, token, evFailed)
 		return v, err
 	}
-	if absent && c.opts.Filter != nil && !c.opts.AbsentWithFilter {
+	if absent {
+		c.countFalsePositive()
+	}
+	if absent && !c.cachesAbsences() {
 		// A Bloom false positive: answer absent without writing a key, and tell the waiters
 		// so they do not each load it again.
-		c.release(ctx, id, token, "n:")
+		c.release(ctx, id, token, evNotFound)
 		return v, ErrNotFound
 	}
 	b, px, encErr := c.encode(v, absent)
 	if encErr != nil {
-		c.release(ctx, id, token, "r:")
+		c.release(ctx, id, token, evReleased)
 		return v, encErr
 	}
-	ok, ferr := lua.CacheFill.Run(context.WithoutCancel(ctx), c.rdb, []string{c.Key(id), c.leaseKey(id)},
-		token, b, px, c.channel(), "f:"+id).Int()
+	ok, ferr := doThen(c.redis, context.WithoutCancel(ctx), func(ctx context.Context) (int, error) {
+		return lua.CacheFill.Run(ctx, c.rdb, []string{c.Key(id), c.leaseKey(id)}, token, b, px, c.channel(), "f:"+id).Int()
+	}, func(_ int, err error) {
+		if err != nil { // cut at the bound and never sent (a congested pool): free the waiters
+			c.release(context.Background(), id, token, evReleased)
+		}
+	})
 	if ferr == nil && ok == 0 {
 		c.stats.staleSetsRejected.Inc()
 	}
@@ -166,37 +207,55 @@ func (c *Cache[V]) loadWithLease(ctx context.Context, id string, load Loader[V],
 	return v, nil
 }
 
-// outageLoad answers from the loader when Redis fails, bounded so that a Redis outage
-// cannot turn into an unbounded stampede on the database.
-func (c *Cache[V]) outageLoad(ctx context.Context, id string, load Loader[V], cause error) (V, error) {
-	var zero V
-	if c.outage == nil {
-		return zero, fmt.Errorf("cache: redis: %w", cause)
+// fallback answers a read when Redis fails: an L1 copy within MaxStale, else the bounded loader.
+func (c *Cache[V]) fallback(ctx context.Context, id string, load Loader[V], cause error) (V, error) {
+	if v, err, ok := c.fromStaleLocal(ctx, id); ok {
+		return v, err
 	}
-	if !c.outage.TryAcquire(1) {
-		return zero, fmt.Errorf("%w: %v", ErrOverloaded, cause)
-	}
-	defer c.outage.Release(1)
-	c.stats.outageLoads.Inc()
-	c.stats.loads.Inc()
-	v, err := load(ctx, id)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		c.stats.loadErrors.Inc()
-	}
-	return v, err
+	return c.outageLoad(ctx, id, load, cause)
 }
 
-// release gives id's lease back without writing, announcing why with the event kind op
-// ("r:" the load failed, "n:" no such id and nothing cached). It runs even if ctx ended.
-func (c *Cache[V]) release(ctx context.Context, id, token, op string) {
-	_ = lua.CacheRelease.Run(context.WithoutCancel(ctx), c.rdb, []string{c.leaseKey(id)}, token, c.channel(), op+id).Err()
+// outageLoad answers from the loader when Redis fails, bounded so that a Redis outage cannot
+// turn into a stampede on the database: one call per id at a time in this process, at most
+// OutageLoads ids at once. What it loads is kept in L1, if there is one.
+func (c *Cache[V]) outageLoad(ctx context.Context, id string, load Loader[V], cause error) (V, error) {
+	if c.outage == nil {
+		var zero V
+		return zero, c.redisErr(ctx, "get "+c.Key(id), cause)
+	}
+	return c.share(ctx, &c.outageGroup, id, func(lctx context.Context) (V, error) {
+		var zero V
+		if !c.outage.TryAcquire(1) {
+			return zero, fmt.Errorf("%w: %w", ErrOverloaded, cause)
+		}
+		defer c.outage.Release(1)
+		c.stats.outageLoads.Inc()
+		c.stats.loads.Inc()
+		since := c.l1.begin(id)
+		v, err := guard(func() (V, error) { return load(lctx, id) })
+		switch {
+		case err == nil || errors.Is(err, ErrNotFound):
+			c.l1.put(id, v, err != nil, since, time.Time{})
+		default:
+			c.stats.loadErrors.Inc()
+		}
+		return v, err
+	})
+}
+
+// release gives id's lease back without writing, announcing why with the event kind ("r"
+// no result, "n" no such id and nothing cached). It runs even if ctx ended.
+func (c *Cache[V]) release(ctx context.Context, id, token string, kind byte) {
+	_ = doErr(c.redis, context.WithoutCancel(ctx), func(ctx context.Context) error {
+		return lua.CacheRelease.Run(ctx, c.rdb, []string{c.leaseKey(id)}, token, c.channel(), string(kind)+":"+id).Err()
+	})
 }
 
 // rebuildIfStale queues a background rebuild when e is a logically expired value, which is
 // served meanwhile (and counted as such).
 func (c *Cache[V]) rebuildIfStale(id string, e entry, load Loader[V]) {
-	if c.opts.Mode == ModeLogical && time.Now().After(e.expireAt) {
+	if c.opts.Mode == ModeLogical && !e.expireAt.IsZero() && time.Now().After(e.expireAt) {
 		c.stats.staleServed.Inc()
-		c.rebuild.submit(id, func() { c.refresh(id, load) })
+		c.rebuild.submit(id, func() { c.refresh(id, e.expireAt, load) })
 	}
 }

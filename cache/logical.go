@@ -2,20 +2,24 @@ package cache
 
 import (
 	"context"
+	"encoding/binary"
 	"sync"
+	"time"
 
 	"github.com/surgekit/surge/lua"
 )
 
-// refresh rebuilds a logically expired value in the background: it takes the lease (without
-// regard to the stale value that is present), loads and writes back. If another process holds
-// the lease, it is already rebuilding and this one does nothing.
-func (c *Cache[V]) refresh(id string, load Loader[V]) {
+// refresh rebuilds a logically expired value in the background: it takes the lease (the
+// stale value is present, so not "if missing") and loads and writes back. The lease is taken
+// only if the value still carries the expire-at the reader saw: if another process rebuilt it
+// meanwhile, or holds the lease and is rebuilding it, this one does nothing.
+func (c *Cache[V]) refresh(id string, staleAt time.Time, load Loader[V]) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.LoadTimeout)
 	defer cancel()
 	token := newToken()
-	res, err := lua.CacheLease.Run(ctx, c.rdb, []string{c.Key(id), c.leaseKey(id)}, token, ms(c.opts.LeaseTTL), "0").Slice()
-	if err != nil || res[0].(int64) != 2 {
+	seen := binary.BigEndian.AppendUint64(nil, uint64(staleAt.UnixMilli()))
+	res, err := c.lease(ctx, id, token, lua.LeaseIfStale, seen)
+	if err != nil || res.Outcome != lua.LeaseTaken {
 		return
 	}
 	_, _ = c.loadWithLease(ctx, id, load, token)
@@ -67,7 +71,10 @@ func (p *rebuildPool) submit(id string, rebuild func()) bool {
 			delete(p.pending, id)
 			p.mu.Unlock()
 		}()
-		rebuild()
+		// A loader's panic is already an error of the load (and releases its lease); this
+		// catches anything else, so that one bad rebuild cannot take the worker or the
+		// process down.
+		_, _ = guard(func() (struct{}, error) { rebuild(); return struct{}{}, nil })
 	}
 	select {
 	case p.tasks <- task:

@@ -268,3 +268,61 @@ func testLoadManyAcrossClientsLoadsEachIDOnce(t *testing.T) {
 		t.Fatalf("%d ids were loaded twice", dup.Load())
 	}
 }
+
+// afterGet runs fn once, right after the client's next GET of key returns, before the
+// caller sees the reply.
+type afterGet struct {
+	key  string
+	once sync.Once
+	fn   func()
+}
+
+func (h *afterGet) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *afterGet) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if args := cmd.Args(); cmd.Name() == "get" && len(args) == 2 && args[1] == h.key {
+			h.once.Do(h.fn)
+		}
+		return err
+	}
+}
+func (h *afterGet) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A read that got the old value from Redis just before another process's write, and stores
+// it in L1 just after that write's event dropped the old copy, must not keep it: L1 would
+// serve it for its whole TTL. (The L1 epoch guard; removing it fails this test.)
+func TestL1KeepsNoCopyReadBeforeAWrite(t *testing.T) { onBoth(t, testL1KeepsNoCopyReadBeforeAWrite) }
+
+func testL1KeepsNoCopyReadBeforeAWrite(t *testing.T) {
+	ctx := context.Background()
+	name := uniqueName("l1race")
+	rdb := backend(t)
+	reader := newCacheOn[string](t, rdb, cache.Options{Name: name, Local: &cache.LocalOptions{Size: 10, TTL: time.Minute}})
+	writer := newCache[string](t, cache.Options{Name: name})
+	if err := writer.Set(ctx, "k", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the Set's own event has passed
+	rdb.AddHook(&afterGet{key: reader.Key("k"), fn: func() {
+		// The reader holds v1 from Redis; now the write lands and its event reaches the reader.
+		before := cache.L1Epoch(reader, "k")
+		if err := writer.Set(ctx, "k", "v2"); err != nil {
+			t.Error(err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); cache.L1Epoch(reader, "k") == before; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) { // not the test's goroutine: no Fatal here
+				t.Error("the reader never got the write's event")
+				return
+			}
+		}
+	}})
+	if v, err := reader.Get(ctx, "k"); err != nil || v != "v1" {
+		t.Fatalf("the racing read: %q %v (it read before the write)", v, err)
+	}
+	if v, err := reader.Get(ctx, "k"); err != nil || v != "v2" {
+		t.Fatalf("after the write: %q %v, want v2 (the racing read kept its old copy in L1)", v, err)
+	}
+}

@@ -5,6 +5,7 @@ package lua
 
 import (
 	"embed"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -44,6 +45,8 @@ var (
 	CacheRelease = load("cache_release.lua")
 	// CacheSet sets or deletes a value and revokes any lease.
 	CacheSet = load("cache_set.lua")
+	// CacheDrop deletes an entry its reader could not decode, if it still holds those bytes.
+	CacheDrop = load("cache_drop.lua")
 	// BloomTest answers, for each id, whether all of its k bits are set in a Bloom filter bitmap:
 	// one read-only round trip for a whole batch of ids.
 	BloomTest = load("bloom_test.lua")
@@ -104,3 +107,49 @@ var (
 	// (re-homed, or superseded by the user's existing order): the buyer names that order.
 	SeckillRelink = load("seckill_relink.lua")
 )
+
+// CacheLease modes (ARGV[3]).
+const (
+	LeaseIfMissing = "1" // return the cached value if there is one, else take the lease
+	// LeaseIfStale takes the lease only if the value is missing or still carries the
+	// expire-at given as the next argument (a logical rebuild); else it returns the value.
+	LeaseIfStale = "2"
+)
+
+// LeaseOutcome is what CacheLease did.
+type LeaseOutcome int
+
+const (
+	LeaseCached LeaseOutcome = 1 // the value is cached: Value holds it
+	LeaseTaken  LeaseOutcome = 2 // the caller now holds the lease and loads
+	LeaseHeld   LeaseOutcome = 3 // another caller holds the lease for WaitMS more
+)
+
+// LeaseReply is CacheLease's parsed reply.
+type LeaseReply struct {
+	Outcome LeaseOutcome
+	Value   string // the cached entry, with LeaseCached
+	WaitMS  int64  // the holder's remaining lease, with LeaseHeld
+}
+
+// ParseCacheLease parses the reply of CacheLease (pass Cmd.Result()).
+func ParseCacheLease(reply any, err error) (LeaseReply, error) {
+	if err != nil {
+		return LeaseReply{}, err
+	}
+	r, ok := reply.([]any)
+	if ok && len(r) == 2 {
+		code, _ := r[0].(int64)
+		switch LeaseOutcome(code) {
+		case LeaseCached, LeaseTaken:
+			if v, ok := r[1].(string); ok {
+				return LeaseReply{Outcome: LeaseOutcome(code), Value: v}, nil
+			}
+		case LeaseHeld:
+			if ms, ok := r[1].(int64); ok {
+				return LeaseReply{Outcome: LeaseHeld, WaitMS: ms}, nil
+			}
+		}
+	}
+	return LeaseReply{}, fmt.Errorf("lua: cache_lease: malformed reply %v", reply)
+}

@@ -3,6 +3,7 @@ module github.com/surgekit/surge/bench/compare
 go 1.26.0
 
 require (
+	github.com/dtm-labs/rockscache v0.1.1
 	github.com/go-redis/cache/v9 v9.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/surgekit/surge v0.0.0
@@ -22,6 +23,7 @@ require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.27.7 // indirect
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/klauspost/compress v1.20.1 // indirect
+	github.com/lithammer/shortuuid v3.0.0+incompatible // indirect
 	github.com/mattn/go-colorable v0.1.13 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect

@@ -43,10 +43,35 @@ type instance interface {
 	take(ctx context.Context, scenario, id string, load loadFunc) (Payload, error)
 	// get reads id from the cache only; found is false for a miss or a cached absence.
 	get(ctx context.Context, scenario, id string) (v Payload, found bool, err error)
+	// read is the library's usual read of a warm key (the hit scenario): get, or its
+	// read-through call where it has no plain read.
+	read(ctx context.Context, scenario, id string) (Payload, error)
 	set(ctx context.Context, scenario, id string, v Payload) error
 	// del is the delete of delete-after-write.
 	del(ctx context.Context, scenario, id string) error
 	close()
+}
+
+// setup is what a scenario asks of an instance. An instance serves one scenario.
+type setup struct {
+	scenario string
+	addr     string        // the Redis it talks to
+	filter   surge.Filter  // ours only: a Bloom filter in front of its scenario's reads
+	local    bool          // keep an in-process copy where the library offers one
+	ttl      time.Duration // how long values live (10 min when 0)
+	// logical: ours runs in logical-expiry mode (stale served while one process rebuilds).
+	logical bool
+	// deadlineClient: ours gets a go-redis client with ContextTimeoutEnabled, whose calls end
+	// at their context's deadline by themselves (with a default client surge runs each call
+	// in a goroutine of its own to return at its bound).
+	deadlineClient bool
+}
+
+func (s setup) expiry() time.Duration {
+	if s.ttl > 0 {
+		return s.ttl
+	}
+	return 10 * time.Minute
 }
 
 // library makes instances. pattern is a SCAN pattern matching every key its instances create.
@@ -54,8 +79,8 @@ type library struct {
 	name    string
 	version string
 	pattern string
-	// newInstance makes an independent instance; filter is only for ours (penetration).
-	newInstance func(ctx context.Context, withFilter surge.Filter) (instance, error)
+	// newInstance makes an independent instance (its own client and cache object).
+	newInstance func(ctx context.Context, s setup) (instance, error)
 }
 
 // ---- go-zero core/stores/cache ---------------------------------------------------------------
@@ -65,19 +90,19 @@ type gozero struct {
 	prefix string
 }
 
-func newGoZero(run, addr string) library {
+func newGoZero(run string) library {
 	prefix := "cmp-" + run + "-gozero"
 	return library{name: "go-zero", version: "go-zero v1.10.3 core/stores/cache `Take`", pattern: prefix + ":*",
-		newInstance: func(ctx context.Context, _ surge.Filter) (instance, error) {
+		newInstance: func(ctx context.Context, s setup) (instance, error) {
 			// go-zero shares one underlying go-redis client per address inside the process; the
 			// cache node and its singleflight barrier are per instance, as in separate processes.
-			rds, err := zredis.NewRedis(zredis.RedisConf{Host: addr, Type: zredis.NodeType, Protocol: 3,
+			rds, err := zredis.NewRedis(zredis.RedisConf{Host: s.addr, Type: zredis.NodeType, Protocol: 3,
 				MaintNotifications: "disabled", PingTimeout: 2 * time.Second})
 			if err != nil {
 				return nil, err
 			}
 			c := zcache.NewNode(rds, syncx.NewSingleFlight(), zcache.NewStat("cmp"), errNotFound,
-				zcache.WithExpiry(10*time.Minute), zcache.WithNotFoundExpiry(time.Minute))
+				zcache.WithExpiry(s.expiry()), zcache.WithNotFoundExpiry(time.Minute))
 			return &gozero{c: c, prefix: prefix}, nil
 		}}
 }
@@ -109,6 +134,10 @@ func (g *gozero) get(ctx context.Context, s, id string) (Payload, bool, error) {
 	return v, true, nil
 }
 
+func (g *gozero) read(ctx context.Context, s, id string) (Payload, error) {
+	return readByGet(ctx, g, s, id)
+}
+
 func (g *gozero) set(ctx context.Context, s, id string, v Payload) error {
 	return g.c.SetCtx(ctx, g.key(s, id), v)
 }
@@ -121,14 +150,19 @@ type goredisCache struct {
 	rdb    *redis.Client
 	c      *gocache.Cache
 	prefix string
+	ttl    time.Duration
 }
 
-func newGoRedisCache(run, addr string) library {
+func newGoRedisCache(run string) library {
 	prefix := "cmp-" + run + "-goredis"
-	return library{name: "go-redis/cache", version: "go-redis/cache v9.0.0 `Once` (no local cache)", pattern: prefix + ":*",
-		newInstance: func(ctx context.Context, _ surge.Filter) (instance, error) {
-			rdb := redis.NewClient(&redis.Options{Addr: addr})
-			return &goredisCache{rdb: rdb, c: gocache.New(&gocache.Options{Redis: rdb}), prefix: prefix}, nil
+	return library{name: "go-redis/cache", version: "go-redis/cache v9.0.0 `Once` (local cache only in the outage scenario)", pattern: prefix + ":*",
+		newInstance: func(ctx context.Context, s setup) (instance, error) {
+			rdb := redis.NewClient(&redis.Options{Addr: s.addr})
+			o := &gocache.Options{Redis: rdb}
+			if s.local {
+				o.LocalCache = gocache.NewTinyLFU(1000, time.Minute)
+			}
+			return &goredisCache{rdb: rdb, c: gocache.New(o), prefix: prefix, ttl: s.expiry()}, nil
 		}}
 }
 
@@ -136,7 +170,7 @@ func (g *goredisCache) key(s, id string) string { return g.prefix + ":" + s + ":
 
 func (g *goredisCache) take(ctx context.Context, s, id string, load loadFunc) (Payload, error) {
 	var v Payload
-	err := g.c.Once(&gocache.Item{Ctx: ctx, Key: g.key(s, id), Value: &v, TTL: 10 * time.Minute,
+	err := g.c.Once(&gocache.Item{Ctx: ctx, Key: g.key(s, id), Value: &v, TTL: g.ttl,
 		Do: func(*gocache.Item) (any, error) { return load(ctx, id) }})
 	return v, err
 }
@@ -150,45 +184,48 @@ func (g *goredisCache) get(ctx context.Context, s, id string) (Payload, bool, er
 	return v, err == nil, err
 }
 
+func (g *goredisCache) read(ctx context.Context, s, id string) (Payload, error) {
+	return readByGet(ctx, g, s, id)
+}
+
 func (g *goredisCache) set(ctx context.Context, s, id string, v Payload) error {
-	return g.c.Set(&gocache.Item{Ctx: ctx, Key: g.key(s, id), Value: v, TTL: 10 * time.Minute})
+	return g.c.Set(&gocache.Item{Ctx: ctx, Key: g.key(s, id), Value: v, TTL: g.ttl})
 }
 func (g *goredisCache) del(ctx context.Context, s, id string) error {
 	return g.c.Delete(ctx, g.key(s, id))
 }
 func (g *goredisCache) close() { _ = g.rdb.Close() }
 
-// ---- ours ---------------------------------------------------------------------------------------
+// ---- ours ----------------------------------------------------------------------------------------
 
 type ours struct {
-	rdb    *redis.Client
-	caches map[string]*surge.Cache[Payload]
+	rdb *redis.Client
+	c   *surge.Cache[Payload]
 }
 
-func newOurs(run, addr string) library {
+func newOurs(run string) library {
 	prefix := "cmp-" + run + "-surge"
-	return library{name: "surge", version: "surge cache `GetOrLoad` (mutex mode; + Bloom filter for penetration)", pattern: prefix + ":*",
-		newInstance: func(ctx context.Context, filter surge.Filter) (instance, error) {
-			rdb := redis.NewClient(&redis.Options{Addr: addr})
-			o := &ours{rdb: rdb, caches: map[string]*surge.Cache[Payload]{}}
-			for _, s := range scenarioNames {
-				opts := surge.Options{Prefix: prefix, Name: s, TTL: 10 * time.Minute}
-				if s == "penetration" {
-					opts.Filter = filter
-				}
-				c, err := surge.New[Payload](ctx, rdb, opts)
-				if err != nil {
-					o.close()
-					return nil, err
-				}
-				o.caches[s] = c
+	return library{name: "surge", version: "surge cache `GetOrLoad` (mutex mode; Bloom filter, L1, logical mode where the scenario says)", pattern: prefix + ":*",
+		newInstance: func(ctx context.Context, s setup) (instance, error) {
+			rdb := redis.NewClient(&redis.Options{Addr: s.addr, ContextTimeoutEnabled: s.deadlineClient})
+			opts := surge.Options{Prefix: prefix, Name: s.scenario, TTL: s.expiry(), Filter: s.filter}
+			if s.local {
+				opts.Local = &surge.LocalOptions{Size: 1000, TTL: time.Second}
 			}
-			return o, nil
+			if s.logical {
+				opts.Mode, opts.Jitter = surge.ModeLogical, -1
+			}
+			c, err := surge.New[Payload](ctx, rdb, opts)
+			if err != nil {
+				_ = rdb.Close()
+				return nil, err
+			}
+			return &ours{rdb: rdb, c: c}, nil
 		}}
 }
 
 func (o *ours) take(ctx context.Context, s, id string, load loadFunc) (Payload, error) {
-	return o.caches[s].GetOrLoad(ctx, id, func(ctx context.Context, id string) (Payload, error) {
+	return o.c.GetOrLoad(ctx, id, func(ctx context.Context, id string) (Payload, error) {
 		v, err := load(ctx, id)
 		if errors.Is(err, errNotFound) {
 			err = surge.ErrNotFound
@@ -198,22 +235,31 @@ func (o *ours) take(ctx context.Context, s, id string, load loadFunc) (Payload, 
 }
 
 func (o *ours) get(ctx context.Context, s, id string) (Payload, bool, error) {
-	v, err := o.caches[s].Get(ctx, id)
+	v, err := o.c.Get(ctx, id)
 	if errors.Is(err, surge.ErrMiss) || errors.Is(err, surge.ErrNotFound) {
 		return v, false, nil
 	}
 	return v, err == nil, err
 }
 
-func (o *ours) set(ctx context.Context, s, id string, v Payload) error {
-	return o.caches[s].Set(ctx, id, v)
+func (o *ours) read(ctx context.Context, s, id string) (Payload, error) {
+	return readByGet(ctx, o, s, id)
 }
-func (o *ours) del(ctx context.Context, s, id string) error { return o.caches[s].Delete(ctx, id) }
+
+func (o *ours) set(ctx context.Context, s, id string, v Payload) error { return o.c.Set(ctx, id, v) }
+func (o *ours) del(ctx context.Context, s, id string) error            { return o.c.Delete(ctx, id) }
 func (o *ours) close() {
-	for _, c := range o.caches {
-		_ = c.Close()
-	}
+	_ = o.c.Close()
 	_ = o.rdb.Close()
+}
+
+// readByGet is read for libraries with a plain read: a miss is an error here.
+func readByGet(ctx context.Context, in instance, s, id string) (Payload, error) {
+	v, found, err := in.get(ctx, s, id)
+	if err == nil && !found {
+		err = fmt.Errorf("warm key %s missing", id)
+	}
+	return v, err
 }
 
 // isNotFound reports whether err is any library's "does not exist".

@@ -1,5 +1,6 @@
 // Command compare runs the cache scenarios of `surge bench` side by side on go-zero's
-// core/stores/cache, github.com/go-redis/cache/v9 and surge's cache, against one Redis:
+// core/stores/cache, github.com/go-redis/cache/v9, rockscache and surge's cache, against one
+// Redis (and, for the outage scenario, a redis-server of its own that it hangs with SIGSTOP):
 //
 //	cd bench/compare && go run . -redis 127.0.0.1:6379
 //
@@ -33,8 +34,6 @@ import (
 	surge "github.com/surgekit/surge/cache"
 )
 
-var scenarioNames = []string{"stampede", "penetration", "staleset", "hit"}
-
 type config struct {
 	redis                 string
 	procs, goroutines     int
@@ -44,6 +43,10 @@ type config struct {
 	concurrency           int
 	trials                int
 	keys                  int
+	outage                time.Duration
+	readers               int
+	window                time.Duration
+	windows               int
 	libs                  string
 	jsonOnly              bool
 	timeout, phaseTimeout time.Duration
@@ -69,8 +72,26 @@ type Result struct {
 	Stale       int   `json:"staleset_stale"`
 	StaleErrors int64 `json:"staleset_errors"`
 
-	HitMeanNS int64 `json:"hit_mean_ns"`
-	HitErrors int64 `json:"hit_errors"`
+	HitMeanNS       int64   `json:"hit_mean_ns"`
+	HitVsRaw        float64 `json:"hit_vs_raw"`
+	HitFilterMeanNS int64   `json:"hit_with_filter_mean_ns,omitempty"`
+	HitFilterVsRaw  float64 `json:"hit_with_filter_vs_raw,omitempty"`
+	HitErrors       int64   `json:"hit_errors"`
+
+	PanicSurvived    bool    `json:"panic_process_survived"`
+	PanicErrors      int64   `json:"panic_callers_answered_error"`
+	PanicPanics      int64   `json:"panic_callers_repanicked"`
+	PanicOtherWaitMS float64 `json:"panic_other_process_wait_ms"`
+	PanicOtherErr    string  `json:"panic_other_process_error,omitempty"`
+
+	OutageReadsPerS float64 `json:"outage_reads_per_s"`
+	OutageFailed    int64   `json:"outage_failed_reads"`
+	OutageLoads     int64   `json:"outage_db_loads"`
+	OutageNote      string  `json:"outage_note,omitempty"`
+
+	LogicalLoadsPerWindow float64 `json:"logical_loads_per_window"`
+	LogicalReadP99MS      float64 `json:"logical_read_p99_ms"`
+	LogicalErrors         int64   `json:"logical_errors"`
 }
 
 func main() {
@@ -85,7 +106,13 @@ func main() {
 	flag.IntVar(&c.concurrency, "concurrency", 32, "penetration: concurrent readers")
 	flag.IntVar(&c.trials, "trials", 1000, "stale-set: randomized reader/writer races")
 	flag.IntVar(&c.keys, "keys", 10_000, "hit: distinct warm keys, each read once per library")
-	flag.StringVar(&c.libs, "libs", "go-zero,go-redis/cache,surge", "libraries to run")
+	flag.DurationVar(&c.outage, "outage", 3*time.Second, "outage: how long the private Redis hangs")
+	flag.IntVar(&c.readers, "readers", 8, "outage: concurrent readers")
+	flag.DurationVar(&c.window, "window", time.Second, "logical: expiry window (≥ 1 s: the peers' TTLs are whole seconds)")
+	flag.IntVar(&c.windows, "windows", 6, "logical: windows to run")
+	flag.StringVar(&c.libs, "libs", "go-zero,go-redis/cache,rockscache,surge", "libraries to run")
+	panicLib := flag.String("panic-child", "", "internal: run the panic scenario of this library and print its result")
+	runFlag := flag.String("run", "", "internal: the run id (with -panic-child)")
 	flag.BoolVar(&c.jsonOnly, "json-only", false, "print only the final JSON line")
 	flag.DurationVar(&c.timeout, "timeout", 5*time.Minute, "bound on the whole run")
 	flag.DurationVar(&c.phaseTimeout, "phase-timeout", 90*time.Second, "bound on one library's scenario")
@@ -93,6 +120,13 @@ func main() {
 	logx.Disable() // go-zero logs to stdout; the last stdout line must be the JSON
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *panicLib != "" {
+		if err := runPanicChild(ctx, *panicLib, *runFlag, c.redis); err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, c); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
@@ -128,7 +162,7 @@ func run(ctx context.Context, c config) error {
 	}()
 
 	var libs []library
-	for _, l := range []library{newGoZero(runID, c.redis), newGoRedisCache(runID, c.redis), newOurs(runID, c.redis)} {
+	for _, l := range allLibraries(runID) {
 		if slices.Contains(strings.Split(c.libs, ","), l.name) {
 			libs = append(libs, l)
 		}
@@ -185,21 +219,16 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("hit: %w", err)
 	}
 
-	c.printf("\n| library | stampede: DB loads | stampede: waiter p99 after landing | penetration: DB loads | penetration: Redis keys created | penetration: DB loads, same ids again | stale-set: stale trials | hit: mean ns per warm Get |\n")
-	c.printf("|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, r := range results {
-		c.printf("| %s | %d | %.2f ms | %d | %d | %d | %d / %d | %d |\n", r.Version, r.StampedeLoads, r.StampedeP99MS,
-			r.PenLoads, r.PenKeys, r.PenLoads2, r.Stale, r.StaleTrials, r.HitMeanNS)
+	if err := phase("panic", func(ctx context.Context, l library, r *Result) error { return panicScenario(ctx, c, runID, l, r) }); err != nil {
+		return err
 	}
-	c.printf("| raw GET + json.Unmarshal (no library) | | | | | | | %d |\n", rawNS)
-	c.printf("\nstampede: %d clients × %d goroutines, one cold key, loader %v; penetration: %d never-existing ids, %d concurrent readers\n"+
-		"(surge: Bloom filter of %d ids at fp %g; its 2 filter keys are not counted); stale-set: %d trials; hit: %d distinct keys.\n",
-		c.procs, c.goroutines, c.loadTime, c.missing, c.concurrency, c.existing, c.fp, c.trials, c.keys)
-	for _, r := range results {
-		if n := r.StampedeErrors + r.PenErrors + r.StaleErrors + r.HitErrors; n > 0 {
-			c.printf("%s: %d unexpected errors (stampede %d, penetration %d, stale-set %d, hit %d)\n", r.Library, n, r.StampedeErrors, r.PenErrors, r.StaleErrors, r.HitErrors)
-		}
+	if err := runOutage(ctx, c, libs, results, phase); err != nil {
+		return err
 	}
+	if err := phase("logical", func(ctx context.Context, l library, r *Result) error { return logical(ctx, c, l, r) }); err != nil {
+		return err
+	}
+	c.printTable(results, rawNS)
 	out, err := json.Marshal(struct {
 		Scenario   string    `json:"scenario"`
 		Redis      string    `json:"redis"`
@@ -211,9 +240,14 @@ func run(ctx context.Context, c config) error {
 		FP         float64   `json:"fp"`
 		Trials     int       `json:"trials"`
 		Keys       int       `json:"keys"`
+		OutageMS   int64     `json:"outage_ms"`
+		Readers    int       `json:"readers"`
+		WindowMS   int64     `json:"window_ms"`
+		Windows    int       `json:"windows"`
 		RawHitNS   int64     `json:"raw_hit_mean_ns"`
 		Results    []*Result `json:"results"`
-	}{"compare", c.redis, c.procs, c.goroutines, c.loadTime.Milliseconds(), c.existing, c.missing, c.fp, c.trials, c.keys, rawNS, results})
+	}{"compare", c.redis, c.procs, c.goroutines, c.loadTime.Milliseconds(), c.existing, c.missing, c.fp, c.trials, c.keys,
+		c.outage.Milliseconds(), c.readers, c.window.Milliseconds(), c.windows, rawNS, results})
 	if err != nil {
 		return err
 	}
@@ -221,7 +255,68 @@ func run(ctx context.Context, c config) error {
 	return nil
 }
 
-func newInstances(ctx context.Context, l library, n int, filter surge.Filter) ([]instance, func(), error) {
+func allLibraries(runID string) []library {
+	return []library{newGoZero(runID), newGoRedisCache(runID), newRocks(runID), newOurs(runID)}
+}
+
+func runPanicChild(ctx context.Context, name, runID, addr string) error {
+	for _, l := range allLibraries(runID) {
+		if l.name == name {
+			return panicChild(ctx, l, addr)
+		}
+	}
+	return fmt.Errorf("no library %q", name)
+}
+
+// runOutage runs the outage scenario on a redis-server of its own (skipped, and said so in
+// each row, when redis-server is not on PATH).
+func runOutage(ctx context.Context, c config, libs []library, results []*Result, phase func(string, func(context.Context, library, *Result) error) error) error {
+	srv, err := startPrivateRedis(ctx)
+	if err != nil {
+		for _, r := range results {
+			r.OutageNote = "not run: " + err.Error()
+		}
+		return nil
+	}
+	defer srv.stop()
+	return phase("outage", func(ctx context.Context, l library, r *Result) error { return outage(ctx, c, srv, l, r) })
+}
+
+func (c config) printTable(results []*Result, rawNS int64) {
+	c.printf("\n| library | stampede: DB loads | stampede: waiter p99 after landing | penetration: DB loads | penetration: Redis keys created | penetration: DB loads, same ids again | stale-set: stale trials | hit: mean ns per warm read (× raw) | hit with a Bloom filter, ContextTimeoutEnabled client (× raw) | panicking loader: process survives / callers answered / other process waits | hung Redis %v: reads/s answered (DB loads) | logical expiry: loads per window (read p99) |\n", c.outage)
+	c.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
+	for _, r := range results {
+		filter := "—"
+		if r.HitFilterMeanNS > 0 {
+			filter = fmt.Sprintf("%d (%.2f×)", r.HitFilterMeanNS, r.HitFilterVsRaw)
+		}
+		pan := "no: the process died"
+		if r.PanicSurvived {
+			pan = fmt.Sprintf("yes / %d errors, %d re-panics / %.0f ms", r.PanicErrors, r.PanicPanics, r.PanicOtherWaitMS)
+		}
+		out := fmt.Sprintf("%.0f (%d)", r.OutageReadsPerS, r.OutageLoads)
+		if r.OutageNote != "" {
+			out = r.OutageNote
+		}
+		c.printf("| %s | %d | %.2f ms | %d | %d | %d | %d / %d | %d (%.2f×) | %s | %s | %s | %.2f (%.1f ms) |\n", r.Version, r.StampedeLoads, r.StampedeP99MS,
+			r.PenLoads, r.PenKeys, r.PenLoads2, r.Stale, r.StaleTrials, r.HitMeanNS, r.HitVsRaw, filter, pan, out,
+			r.LogicalLoadsPerWindow, r.LogicalReadP99MS)
+	}
+	c.printf("| raw GET + json.Unmarshal (no library) | | | | | | | %d | | | | |\n", rawNS)
+	c.printf("\nstampede: %d clients × %d goroutines, one cold key, loader %v; penetration: %d never-existing ids, %d concurrent readers\n"+
+		"(surge: Bloom filter of %d ids at fp %g; its 2 filter keys are not counted); stale-set: %d trials; hit: %d distinct keys;\n"+
+		"outage: %d readers of %d warm keys, Redis hung %v; logical: %d clients × 4 readers, %d windows of %v, loader 20 ms.\n",
+		c.procs, c.goroutines, c.loadTime, c.missing, c.concurrency, c.existing, c.fp, c.trials, c.keys,
+		c.readers, outageKeys, c.outage, c.procs, c.windows, c.window)
+	for _, r := range results {
+		if n := r.StampedeErrors + r.PenErrors + r.StaleErrors + r.HitErrors + r.LogicalErrors; n > 0 {
+			c.printf("%s: %d unexpected errors (stampede %d, penetration %d, stale-set %d, hit %d, logical %d)\n", r.Library, n,
+				r.StampedeErrors, r.PenErrors, r.StaleErrors, r.HitErrors, r.LogicalErrors)
+		}
+	}
+}
+
+func newInstances(ctx context.Context, l library, n int, s setup) ([]instance, func(), error) {
 	var insts []instance
 	closeAll := func() {
 		for _, in := range insts {
@@ -229,7 +324,7 @@ func newInstances(ctx context.Context, l library, n int, filter surge.Filter) ([
 		}
 	}
 	for range n {
-		in, err := l.newInstance(ctx, filter)
+		in, err := l.newInstance(ctx, s)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -241,7 +336,7 @@ func newInstances(ctx context.Context, l library, n int, filter surge.Filter) ([
 
 // stampede: procs independent clients × goroutines miss one cold key at once.
 func stampede(ctx context.Context, c config, l library, r *Result) error {
-	insts, closeAll, err := newInstances(ctx, l, c.procs, nil)
+	insts, closeAll, err := newInstances(ctx, l, c.procs, setup{scenario: "stampede", addr: c.redis})
 	if err != nil {
 		return err
 	}
@@ -298,7 +393,7 @@ func stampede(ctx context.Context, c config, l library, r *Result) error {
 
 // penetration: never-existing ids, each read once through the library's read-through call.
 func penetration(ctx context.Context, c config, rdb *redis.Client, filter surge.Filter, l library, r *Result) error {
-	insts, closeAll, err := newInstances(ctx, l, 1, filter)
+	insts, closeAll, err := newInstances(ctx, l, 1, setup{scenario: "penetration", addr: c.redis, filter: filter})
 	if err != nil {
 		return err
 	}
@@ -358,7 +453,7 @@ func penetration(ctx context.Context, c config, rdb *redis.Client, filter surge.
 // writer that updates the database and then deletes the key. A trial is stale when the cache
 // ends up holding a value older than the database.
 func staleSet(ctx context.Context, c config, l library, r *Result) error {
-	insts, closeAll, err := newInstances(ctx, l, 2, nil)
+	insts, closeAll, err := newInstances(ctx, l, 2, setup{scenario: "staleset", addr: c.redis})
 	if err != nil {
 		return err
 	}
@@ -418,20 +513,42 @@ func staleSet(ctx context.Context, c config, l library, r *Result) error {
 // hit: every library reads the same number of distinct warm keys, interleaved in chunks so that
 // they share the machine's noise; the baseline reads plain JSON with GET + json.Unmarshal.
 func hit(ctx context.Context, c config, rdb *redis.Client, runID string, libs []library, results []*Result) (rawNS int64, err error) {
-	insts := make([]instance, len(libs))
-	for i, l := range libs {
-		in, err := l.newInstance(ctx, nil)
-		if err != nil {
-			return 0, err
-		}
-		defer in.close()
-		insts[i] = in
-	}
-	rawKey := func(i int) string { return "cmp-" + runID + "-raw:hit:" + strconv.Itoa(i) }
 	ids := make([]string, c.keys)
 	for i := range ids {
 		ids[i] = strconv.Itoa(i)
 	}
+	// surge once more with a Redis Bloom filter holding the ids (the filter is asked only
+	// about misses, so a hit should cost what it costs without one), on a client with
+	// ContextTimeoutEnabled (its calls are plain calls; see setup.deadlineClient).
+	filter, err := surge.NewRedisFilter(rdb, "cmp-"+runID+"-hit", uint(c.keys), 0.01)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := filter.Rebuild(ctx, slices.Values(ids)); err != nil {
+		return 0, err
+	}
+	var insts []instance
+	filtered := -1 // index in insts of surge with the filter
+	for _, l := range libs {
+		in, err := l.newInstance(ctx, setup{scenario: "hit", addr: c.redis})
+		if err != nil {
+			return 0, err
+		}
+		defer in.close()
+		insts = append(insts, in)
+	}
+	for _, l := range libs {
+		if l.name == "surge" {
+			in, err := l.newInstance(ctx, setup{scenario: "hitfilter", addr: c.redis, filter: filter, deadlineClient: true})
+			if err != nil {
+				return 0, err
+			}
+			defer in.close()
+			filtered = len(insts)
+			insts = append(insts, in)
+		}
+	}
+	rawKey := func(i int) string { return "cmp-" + runID + "-raw:hit:" + strconv.Itoa(i) }
 	// Write the warm values (16 writers).
 	var wg sync.WaitGroup
 	var werr atomic.Pointer[error]
@@ -443,8 +560,12 @@ func hit(ctx context.Context, c config, rdb *redis.Client, runID string, libs []
 				v := payloadFor(int64(i))
 				b, _ := json.Marshal(v)
 				err := rdb.Set(ctx, rawKey(i), b, 10*time.Minute).Err()
-				for _, in := range insts {
-					err = errors.Join(err, in.set(ctx, "hit", ids[i], v))
+				for k, in := range insts {
+					scenario := "hit"
+					if k == filtered {
+						scenario = "hitfilter"
+					}
+					err = errors.Join(err, in.set(ctx, scenario, ids[i], v))
 				}
 				if err != nil {
 					werr.CompareAndSwap(nil, &err)
@@ -465,11 +586,15 @@ func hit(ctx context.Context, c config, rdb *redis.Client, runID string, libs []
 		errs  int64
 	}
 	readers := []*reader{{read: func(i int) error { _, err := rawGet(ctx, rdb, rawKey(i)); return err }}}
-	for _, in := range insts {
+	for k, in := range insts {
+		scenario := "hit"
+		if k == filtered {
+			scenario = "hitfilter"
+		}
 		readers = append(readers, &reader{read: func(i int) error {
-			v, found, err := in.get(ctx, "hit", ids[i])
-			if err == nil && (!found || v.ID != int64(i)) {
-				err = fmt.Errorf("key %d: found %v, %+v", i, found, v)
+			v, err := in.read(ctx, scenario, ids[i])
+			if err == nil && v.ID != int64(i) {
+				err = fmt.Errorf("key %d: %+v", i, v)
 			}
 			return err
 		}})
@@ -500,14 +625,22 @@ func hit(ctx context.Context, c config, rdb *redis.Client, runID string, libs []
 			}
 		}
 	}
-	for i := range insts {
-		results[i].HitMeanNS = int64(readers[i+1].total) / int64(c.keys)
-		results[i].HitErrors = readers[i+1].errs
-	}
 	if readers[0].errs > 0 {
 		return 0, fmt.Errorf("%d raw reads failed", readers[0].errs)
 	}
-	return int64(readers[0].total) / int64(c.keys), nil
+	rawNS = int64(readers[0].total) / int64(c.keys)
+	vsRaw := func(ns int64) float64 { return float64(int64(1000*float64(ns)/float64(rawNS))) / 1000 }
+	for i := range libs {
+		results[i].HitMeanNS = int64(readers[i+1].total) / int64(c.keys)
+		results[i].HitVsRaw = vsRaw(results[i].HitMeanNS)
+		results[i].HitErrors = readers[i+1].errs
+		if libs[i].name == "surge" && filtered >= 0 {
+			results[i].HitFilterMeanNS = int64(readers[filtered+1].total) / int64(c.keys)
+			results[i].HitFilterVsRaw = vsRaw(results[i].HitFilterMeanNS)
+			results[i].HitErrors += readers[filtered+1].errs
+		}
+	}
+	return rawNS, nil
 }
 
 func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

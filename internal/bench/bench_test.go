@@ -191,12 +191,13 @@ func TestPenetration(t *testing.T) {
 func TestHit(t *testing.T) {
 	rdb := testenv.Redis(t)
 	_, res := run(t, "cache-hit", "-redis-addrs", testenv.RedisAddr(), "-keys", "200", "-ops", "1000", "-redis-benchmark=false")
-	for _, k := range []string{"ours_vs_raw", "ours_vs_raw_p50", "getorload_vs_raw", "raw_vs_l1", "raw_vs_l1_p50"} {
+	for _, k := range []string{"ours_vs_raw", "ours_vs_raw_p50", "getorload_vs_raw", "raw_vs_l1", "raw_vs_l1_p50",
+		"filter_vs_raw", "filter_deadline_client_vs_raw"} {
 		if v := num(t, res, k); v <= 0 {
 			t.Errorf("%s = %v, want > 0", k, v)
 		}
 	}
-	for _, k := range []string{"raw_get_unmarshal", "ours_get", "ours_getorload", "ours_l1"} {
+	for _, k := range []string{"raw_get_unmarshal", "ours_get", "ours_getorload", "ours_l1", "ours_getorload_filter", "ours_getorload_filter_deadline_client"} {
 		l, ok := res[k].(map[string]any)
 		if !ok || l["n"].(float64) != 1000 || l["mean_ns"].(float64) <= 0 {
 			t.Errorf("%s: %v", k, res[k])
@@ -206,6 +207,7 @@ func TestHit(t *testing.T) {
 		t.Errorf("L1 reads reached Redis, or warm reads loaded: %v", res)
 	}
 	noKeysLeft(t, rdb, res["key_prefix"].(string)+":*")
+	noKeysLeft(t, rdb, "bloom:{"+res["key_prefix"].(string)+"}*")
 }
 
 func TestJSONOnlyAndErrors(t *testing.T) {

@@ -137,12 +137,36 @@ func (s *Service) CreateShop(ctx context.Context, in ent.CreateShopInput) (*ent.
 	if err := s.checkShopType(ctx, in.TypeID); err != nil {
 		return nil, err
 	}
-	sh, err := s.db.Shop.Create().SetInput(in).Save(ctx)
+	tx, err := s.db.Tx(ctx)
 	if err != nil {
 		return nil, FromEnt(err)
 	}
-	s.addShop(ctx, sh.ID)
-	return sh, nil
+	sh, err := tx.Shop.Create().SetInput(in).Save(ctx)
+	if err != nil {
+		_ = tx.Rollback()
+		return nil, FromEnt(err)
+	}
+	// The insert's id is known inside the transaction; the commit is the write that creates
+	// the row, run through the cache's create path: the id enters the Bloom filter before the
+	// commit and any cached absence of it goes after, in every server, crash-safe.
+	if err := s.invalidate(ctx, sh.ID, func(context.Context) error { return tx.Commit() }, cache.Created); err != nil {
+		_ = tx.Rollback()
+		return nil, FromEnt(err)
+	}
+	return sh.Unwrap(), nil
+}
+
+// invalidate runs a shop write through the cache's delete-after-write. The database is the
+// source of truth, so a write runs even while Redis is down (WriteUnrecorded), and one whose
+// cache delete is still pending has succeeded: the cache retries the delete until Redis is
+// back (logged, and counted in surge_cache_invalidations_pending).
+func (s *Service) invalidate(ctx context.Context, id int, write func(context.Context) error, opts ...cache.InvalidateOption) error {
+	err := s.shops.Invalidate(ctx, strconv.Itoa(id), write, append(opts, cache.WriteUnrecorded)...)
+	if errors.Is(err, cache.ErrInvalidationPending) {
+		s.log.Warn("shop written; its cache entry is deleted once Redis answers", "shop", id, "err", err)
+		return nil
+	}
+	return err
 }
 
 // UpdateShop validates and applies a partial update; an unknown shop is NOT_FOUND.
@@ -166,7 +190,7 @@ func (s *Service) UpdateShop(ctx context.Context, id int, in ent.UpdateShopInput
 	}
 	// Delete-after-write, crash-safe: the cache entry goes even if this process dies between
 	// the update and the delete.
-	err := s.shops.Invalidate(ctx, strconv.Itoa(id), update)
+	err := s.invalidate(ctx, id, update)
 	if ent.IsNotFound(err) {
 		return nil, apperr.New(apperr.NotFound, "shop %d not found", id)
 	}

@@ -78,7 +78,9 @@ func New(ctx context.Context, db *ent.Client, rdb redis.UniversalClient, o Cache
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		_ = s.shops.RunInvalidator(runCtx, cache.InvalidatorOptions{})
+		_ = s.shops.RunInvalidator(runCtx, cache.InvalidatorOptions{OnError: func(err error) {
+			s.log.Warn("shop cache invalidator: intents left for the next pass", "err", err)
+		}})
 	}()
 	return s, nil
 }
@@ -104,19 +106,6 @@ func (s *Service) rebuildFilter(ctx context.Context) error {
 		return fmt.Errorf("catalog: building the shop Bloom filter: %w", err)
 	}
 	return nil
-}
-
-// addShop puts a new shop id into the Bloom filter. A missing id would make the shop
-// unreadable by id, so failures are retried and then logged loudly.
-func (s *Service) addShop(ctx context.Context, id int) {
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if err = s.filter.Add(context.WithoutCancel(ctx), strconv.Itoa(id)); err == nil || errors.Is(err, cache.ErrNotBuilt) {
-			return
-		}
-		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
-	}
-	s.log.Error("shop missing from the Bloom filter until the next rebuild", "shop", id, "err", err)
 }
 
 // Close stops the invalidation drainer and the caches' subscriptions.
