@@ -2,3 +2,10 @@ package seckill
 
 // AdmissionCalls is how many admission-script calls s's batcher has sent.
 func AdmissionCalls(s *Service) int64 { return s.batch.calls.Load() }
+
+// SetBackgroundStartHook makes hook run between a background warm's closed check and its start,
+// until restore is called.
+func SetBackgroundStartHook(hook func()) (restore func()) {
+	testHookBackgroundStart = hook
+	return func() { testHookBackgroundStart = nil }
+}

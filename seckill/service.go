@@ -351,6 +351,9 @@ func (s *Service) notReady(ctx context.Context, voucherID int) error {
 	}
 	s.infoMu.Unlock()
 	if start && !s.isClosed() {
+		if testHookBackgroundStart != nil {
+			testHookBackgroundStart()
+		}
 		s.bg.Add(1)
 		go func() {
 			defer s.bg.Done()
@@ -363,6 +366,10 @@ func (s *Service) notReady(ctx context.Context, voucherID int) error {
 	}
 	return ErrNotReady
 }
+
+// testHookBackgroundStart, set by tests only, runs between a background warm's closed check and
+// its start.
+var testHookBackgroundStart func()
 
 func randomHex(n int) string {
 	b := make([]byte, n)
