@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/lua"
+	"github.com/surgekit/surge/redisctx"
 )
 
 // RunConsumer persists admitted orders until ctx ends: every second it lists the vouchers
@@ -63,7 +64,9 @@ func (s *Service) RunConsumer(ctx context.Context) error {
 // liveVouchers lists the registered vouchers that need a reader; vouchers whose sale ended
 // more than Linger ago with an empty stream leave the registry.
 func (s *Service) liveVouchers(ctx context.Context) ([]int, error) {
-	zs, err := s.rdb.ZRangeWithScores(ctx, s.registryKey(), 0, -1).Result()
+	zs, err := bounded(ctx, s.rdb, func(ctx context.Context) ([]redis.Z, error) {
+		return s.rdb.ZRangeWithScores(ctx, s.registryKey(), 0, -1).Result()
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -83,20 +86,27 @@ func (s *Service) liveVouchers(ctx context.Context) ([]int, error) {
 	if len(old) == 0 {
 		return live, nil
 	}
-	lens := make([]*redis.IntCmd, len(old))
-	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, v := range old {
-			lens[i] = p.XLen(ctx, s.keys(v).Orders)
-		}
-		return nil
+	// Each length's own error is read below; the pipeline's is the first of them.
+	lens, _ := bounded(ctx, s.rdb, func(ctx context.Context) ([]*redis.IntCmd, error) {
+		lens := make([]*redis.IntCmd, len(old))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, v := range old {
+				lens[i] = p.XLen(ctx, s.keys(v).Orders)
+			}
+			return nil
+		})
+		return lens, err
 	})
 	for i, v := range old {
+		if lens == nil {
+			break // given up on
+		}
 		n, err := lens[i].Result()
 		switch {
 		case err == nil && n > 0:
 			live = append(live, v)
 		case err == nil || errors.Is(err, redis.Nil):
-			s.rdb.ZRem(ctx, s.registryKey(), v)
+			_ = boundedErr(ctx, s.rdb, func(ctx context.Context) error { return s.rdb.ZRem(ctx, s.registryKey(), v).Err() })
 		}
 	}
 	return live, nil
@@ -126,6 +136,9 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 	for ctx.Err() == nil {
 		if !s.waitForDatabase(ctx) {
 			return
+		}
+		if _, ok := s.orphans.LoadAndDelete(k.Orders); ok {
+			retryOwn = true // a read or claim given up on delivered entries here after all
 		}
 		if retryOwn {
 			retryOwn = false
@@ -159,7 +172,7 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 			continue
 		case err != nil && strings.HasPrefix(err.Error(), "NOGROUP"):
 			// The stream or its group is gone (Redis lost state): recreate and go on.
-			if err := s.ensureGroup(ctx, rdb, k.Orders); err != nil {
+			if err := boundedErr(ctx, rdb, func(ctx context.Context) error { return s.ensureGroup(ctx, rdb, k.Orders) }); err != nil {
 				s.log.Warn("recreating a consumer group", "voucher", voucherID, "err", err)
 				sleep(ctx, time.Second)
 			}
@@ -196,12 +209,48 @@ type readResult struct {
 }
 
 // readGroup reads a batch for this consumer from id on: ">" new entries, "0" its own pending
-// ones; block < 0 sends no BLOCK.
+// ones; block < 0 sends no BLOCK. A read given up on (ctx ended, or Redis hung past the
+// bound) may still deliver entries once Redis answers: they are pending here then, and the
+// reader takes them up again (orphaned) rather than leaving them to a claim after ClaimIdle.
 func (s *Service) readGroup(ctx context.Context, stream, id string, block time.Duration) ([]redis.XStream, error) {
-	return s.opts.StreamClient.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: s.opts.Group, Consumer: s.opts.Consumer, Streams: []string{stream, id},
-		Count: int64(s.opts.BatchSize), Block: block,
-	}).Result()
+	rdb := s.opts.StreamClient
+	ctx, cancel := context.WithTimeout(ctx, max(block, 0)+consumerCallTimeout)
+	defer cancel()
+	return redisctx.DoThen(ctx, rdb, func(ctx context.Context) ([]redis.XStream, error) {
+		return rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: s.opts.Group, Consumer: s.opts.Consumer, Streams: []string{stream, id},
+			Count: int64(s.opts.BatchSize), Block: block,
+		}).Result()
+	}, func(streams []redis.XStream, _ error) { s.orphaned(stream, streams) })
+}
+
+// orphaned notes that a read or claim given up on delivered entries to this consumer.
+func (s *Service) orphaned(stream string, streams []redis.XStream) {
+	for _, st := range streams {
+		if len(st.Messages) > 0 {
+			s.orphans.Store(stream, true)
+		}
+	}
+}
+
+// consumerCallTimeout bounds each Redis call of the consumer beyond the time a blocking read
+// waits by design, whatever the client's settings (package redisctx): a hung Redis holds a
+// reader no longer than that, and a stopped consumer returns at once.
+const consumerCallTimeout = 5 * time.Second
+
+// bounded runs one Redis call of the consumer; it returns when ctx ends or at the latest
+// consumerCallTimeout after it started.
+func bounded[T any](ctx context.Context, rdb redis.UniversalClient, call func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, consumerCallTimeout)
+	defer cancel()
+	return redisctx.Do(ctx, rdb, call)
+}
+
+// boundedErr is bounded for a call that returns only an error.
+func boundedErr(ctx context.Context, rdb redis.UniversalClient, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, consumerCallTimeout)
+	defer cancel()
+	return redisctx.Err(ctx, rdb, call)
 }
 
 // retryOwn persists the entries pending with this consumer.
@@ -218,7 +267,9 @@ func (s *Service) retryOwn(ctx context.Context, voucherID int) {
 // finished reports whether a voucher's reader can stop: its sale ended Linger ago or more and
 // no order waits in its stream.
 func (s *Service) finished(ctx context.Context, voucherID int) bool {
-	end, err := s.rdb.ZScore(ctx, s.registryKey(), strconv.Itoa(voucherID)).Result()
+	end, err := bounded(ctx, s.rdb, func(ctx context.Context) (float64, error) {
+		return s.rdb.ZScore(ctx, s.registryKey(), strconv.Itoa(voucherID)).Result()
+	})
 	switch {
 	case errors.Is(err, redis.Nil):
 		// Unregistered (deleted, or Redis lost it): nothing more to read once the stream is
@@ -226,7 +277,9 @@ func (s *Service) finished(ctx context.Context, voucherID int) bool {
 	case err != nil || end >= float64(s.opts.Clock().Add(-s.opts.Linger).UnixMilli()):
 		return false
 	}
-	n, err := s.rdb.XLen(ctx, s.keys(voucherID).Orders).Result()
+	n, err := bounded(ctx, s.rdb, func(ctx context.Context) (int64, error) {
+		return s.rdb.XLen(ctx, s.keys(voucherID).Orders).Result()
+	})
 	return err == nil && n == 0
 }
 
@@ -235,10 +288,20 @@ func (s *Service) finished(ctx context.Context, voucherID int) bool {
 // the XAUTOCLAIM cursor to continue from next time.
 func (s *Service) claim(ctx context.Context, voucherID int, cursor string) string {
 	k := s.keys(voucherID)
-	msgs, next, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: k.Orders, Group: s.opts.Group, Consumer: s.opts.Consumer,
-		MinIdle: s.opts.ClaimIdle, Start: cursor, Count: int64(s.opts.BatchSize),
-	}).Result()
+	type claimed struct {
+		msgs []redis.XMessage
+		next string
+	}
+	cctx, cancel := context.WithTimeout(ctx, consumerCallTimeout)
+	c, err := redisctx.DoThen(cctx, s.rdb, func(ctx context.Context) (claimed, error) {
+		msgs, next, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: k.Orders, Group: s.opts.Group, Consumer: s.opts.Consumer,
+			MinIdle: s.opts.ClaimIdle, Start: cursor, Count: int64(s.opts.BatchSize),
+		}).Result()
+		return claimed{msgs, next}, err
+	}, func(c claimed, _ error) { s.orphaned(k.Orders, []redis.XStream{{Messages: c.msgs}}) })
+	cancel()
+	msgs, next := c.msgs, c.next
 	if err != nil {
 		if ctx.Err() == nil && !strings.HasPrefix(err.Error(), "NOGROUP") {
 			s.log.Warn("claiming pending orders", "voucher", voucherID, "err", err)
@@ -250,10 +313,12 @@ func (s *Service) claim(ctx context.Context, voucherID int, cursor string) strin
 	}
 	s.m.claimed.Add(float64(len(msgs)))
 	// XAUTOCLAIM counted this delivery; XPENDING tells how many there were.
-	pending, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream: k.Orders, Group: s.opts.Group, Consumer: s.opts.Consumer,
-		Start: msgs[0].ID, End: msgs[len(msgs)-1].ID, Count: int64(2 * len(msgs)),
-	}).Result()
+	pending, err := bounded(ctx, s.rdb, func(ctx context.Context) ([]redis.XPendingExt, error) {
+		return s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: k.Orders, Group: s.opts.Group, Consumer: s.opts.Consumer,
+			Start: msgs[0].ID, End: msgs[len(msgs)-1].ID, Count: int64(2 * len(msgs)),
+		}).Result()
+	})
 	if err != nil {
 		s.log.Warn("reading delivery counts", "voucher", voucherID, "err", err)
 		return next
@@ -282,13 +347,17 @@ func (s *Service) claim(ctx context.Context, voucherID int, cursor string) strin
 // consumers with nothing pending and idle for 100 x ClaimIdle go.
 func (s *Service) forgetConsumers(ctx context.Context, voucherID int) {
 	stream := s.keys(voucherID).Orders
-	consumers, err := s.rdb.XInfoConsumers(ctx, stream, s.opts.Group).Result()
+	consumers, err := bounded(ctx, s.rdb, func(ctx context.Context) ([]redis.XInfoConsumer, error) {
+		return s.rdb.XInfoConsumers(ctx, stream, s.opts.Group).Result()
+	})
 	if err != nil {
 		return
 	}
 	for _, c := range consumers {
 		if c.Name != s.opts.Consumer && c.Pending == 0 && c.Idle > 100*s.opts.ClaimIdle {
-			s.rdb.XGroupDelConsumer(ctx, stream, s.opts.Group, c.Name)
+			_ = boundedErr(ctx, s.rdb, func(ctx context.Context) error {
+				return s.rdb.XGroupDelConsumer(ctx, stream, s.opts.Group, c.Name).Err()
+			})
 		}
 	}
 }
@@ -371,10 +440,12 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 
 // stillMine filters orders down to the entries still pending with this consumer.
 func (s *Service) stillMine(ctx context.Context, voucherID int, orders []order) []order {
-	pending, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream: s.keys(voucherID).Orders, Group: s.opts.Group, Consumer: s.opts.Consumer,
-		Start: orders[0].entry, End: orders[len(orders)-1].entry, Count: int64(len(orders)),
-	}).Result()
+	pending, err := bounded(ctx, s.rdb, func(ctx context.Context) ([]redis.XPendingExt, error) {
+		return s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: s.keys(voucherID).Orders, Group: s.opts.Group, Consumer: s.opts.Consumer,
+			Start: orders[0].entry, End: orders[len(orders)-1].entry, Count: int64(len(orders)),
+		}).Result()
+	})
 	if err != nil {
 		if ctx.Err() == nil && !strings.HasPrefix(err.Error(), "NOGROUP") {
 			s.log.Warn("checking pending orders", "voucher", voucherID, "err", err)
@@ -442,7 +513,10 @@ func (s *Service) settle(ctx context.Context, voucherID int, done []order, sup [
 			args = append(args, o.entry)
 			s.lastErr.Delete(o.entry)
 		}
-		if err := lua.SeckillAck.Run(ctx, s.rdb, []string{k.Orders}, args...).Err(); err != nil {
+		err := boundedErr(ctx, s.rdb, func(ctx context.Context) error {
+			return lua.SeckillAck.Run(ctx, s.rdb, []string{k.Orders}, args...).Err()
+		})
+		if err != nil {
 			s.log.Warn("acknowledging persisted orders", "voucher", voucherID, "err", err)
 		}
 		s.m.persisted.Add(float64(len(done)))
@@ -450,8 +524,10 @@ func (s *Service) settle(ctx context.Context, voucherID int, done []order, sup [
 	for _, x := range sup {
 		s.log.Warn("order superseded by the user's existing order", "voucher", voucherID,
 			"order", x.order.id, "existing", x.existing, "user", x.order.user)
-		err := lua.SeckillSupersede.Run(ctx, s.rdb, []string{k.Orders, k.Stock, k.Buyers},
-			s.opts.Group, x.order.entry, x.order.user, x.order.id, x.existing).Err()
+		err := boundedErr(ctx, s.rdb, func(ctx context.Context) error {
+			return lua.SeckillSupersede.Run(ctx, s.rdb, []string{k.Orders, k.Stock, k.Buyers},
+				s.opts.Group, x.order.entry, x.order.user, x.order.id, x.existing).Err()
+		})
 		if err != nil {
 			s.log.Warn("settling a superseded order", "voucher", voucherID, "err", err)
 		}
@@ -485,8 +561,10 @@ func (s *Service) deadLetter(ctx context.Context, voucherID int, m redis.XMessag
 			restore = 1
 		}
 	}
-	settled, err := lua.SeckillFail.Run(ctx, s.rdb, []string{k.Orders, k.Dead, k.Stock, k.Buyers},
-		s.opts.Group, m.ID, user, orderID, restore, reason, deliveries, s.opts.DeadLetterMaxLen).Int()
+	settled, err := bounded(ctx, s.rdb, func(ctx context.Context) (int, error) {
+		return lua.SeckillFail.Run(ctx, s.rdb, []string{k.Orders, k.Dead, k.Stock, k.Buyers},
+			s.opts.Group, m.ID, user, orderID, restore, reason, deliveries, s.opts.DeadLetterMaxLen).Int()
+	})
 	if err != nil {
 		s.log.Error("dead-lettering an order entry", "voucher", voucherID, "entry", m.ID, "err", err)
 		return

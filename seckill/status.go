@@ -13,12 +13,20 @@ import (
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/seckillorder"
 	"github.com/surgekit/surge/idgen"
+	"github.com/surgekit/surge/redisctx"
 )
 
 // Order returns one of a user's orders, or (nil, nil) if the user has no such order. An
 // order still queued in a stream comes back as an unsaved entity with status QUEUED, its
-// voucher and user edges loaded.
+// voucher and user edges loaded. It returns at ctx's deadline whatever the Redis client's
+// settings.
 func (s *Service) Order(ctx context.Context, userID int, orderID int64) (*ent.SeckillOrder, error) {
+	return redisctx.Do(ctx, s.rdb, func(ctx context.Context) (*ent.SeckillOrder, error) {
+		return s.order(ctx, userID, orderID)
+	})
+}
+
+func (s *Service) order(ctx context.Context, userID int, orderID int64) (*ent.SeckillOrder, error) {
 	saved := func() (*ent.SeckillOrder, error) {
 		return s.db.SeckillOrder.Query().
 			Where(seckillorder.ID(int(orderID)), seckillorder.UserID(userID)).Only(ctx)
@@ -27,7 +35,7 @@ func (s *Service) Order(ctx context.Context, userID int, orderID int64) (*ent.Se
 	if err == nil || !ent.IsNotFound(err) {
 		return o, err
 	}
-	queued, err := s.QueuedOrders(ctx, userID)
+	queued, err := s.queuedOrders(ctx, userID)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +55,14 @@ func (s *Service) Order(ctx context.Context, userID int, orderID int64) (*ent.Se
 // QueuedOrders lists a user's orders admitted in Redis and not yet in the database, as
 // unsaved entities with status QUEUED, newest first. It reads the buyers of the vouchers
 // whose stream is not empty (one pipelined round trip for the lengths, one for the buyers).
+// It returns at ctx's deadline whatever the Redis client's settings.
 func (s *Service) QueuedOrders(ctx context.Context, userID int) ([]*ent.SeckillOrder, error) {
+	return redisctx.Do(ctx, s.rdb, func(ctx context.Context) ([]*ent.SeckillOrder, error) {
+		return s.queuedOrders(ctx, userID)
+	})
+}
+
+func (s *Service) queuedOrders(ctx context.Context, userID int) ([]*ent.SeckillOrder, error) {
 	if s.opts.Strategy == StrategySync {
 		return nil, nil
 	}
@@ -141,7 +156,8 @@ func (s *Service) QueuedOrders(ctx context.Context, userID int) ([]*ent.SeckillO
 }
 
 // Stock returns the units a voucher has left for admission: Redis's count with StrategyLua
-// (ErrNotReady if Redis does not hold it), the database's with StrategySync.
+// (ErrNotReady if Redis does not hold it), the database's with StrategySync. It returns at
+// ctx's deadline whatever the Redis client's settings.
 func (s *Service) Stock(ctx context.Context, voucherID int) (int, error) {
 	if s.opts.Strategy == StrategySync {
 		v, err := s.db.Voucher.Get(ctx, voucherID)
@@ -153,7 +169,9 @@ func (s *Service) Stock(ctx context.Context, voucherID int) (int, error) {
 		}
 		return *v.Stock, nil
 	}
-	n, err := s.rdb.Get(ctx, s.keys(voucherID).Stock).Int()
+	n, err := redisctx.Do(ctx, s.rdb, func(ctx context.Context) (int, error) {
+		return s.rdb.Get(ctx, s.keys(voucherID).Stock).Int()
+	})
 	if errors.Is(err, redis.Nil) {
 		return 0, ErrNotReady
 	}
