@@ -255,6 +255,8 @@ const (
 type Admission struct {
 	OrderID int64
 	Status  Status // QUEUED (StrategyLua) or CREATED (StrategySync)
+
+	createdAt time.Time // of a CREATED order: the row's created_at
 }
 
 // Grab tries to buy one unit of a seckill voucher for a user. It returns the order id, or

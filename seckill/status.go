@@ -140,8 +140,7 @@ func (s *Service) queuedOrders(ctx context.Context, userID int) ([]*ent.SeckillO
 		if err != nil {
 			return nil, err
 		}
-		at, _ := idgen.Decompose(int64(id))
-		o := &ent.SeckillOrder{ID: id, UserID: userID, VoucherID: v, Status: seckillorder.StatusQUEUED, CreatedAt: at, UpdatedAt: at}
+		o := queuedOrder(int64(id), userID, v)
 		o.Edges.User, o.Edges.Voucher = user, vo
 		out = append(out, o)
 	}
@@ -153,6 +152,27 @@ func (s *Service) queuedOrders(ctx context.Context, userID int) ([]*ent.SeckillO
 		return cmp.Compare(b.ID, a.ID)
 	})
 	return out, nil
+}
+
+// queuedOrder is an order admitted in Redis and not yet in the database, as the API shows it:
+// an unsaved entity with status QUEUED, created when its id was issued.
+func queuedOrder(id int64, userID, voucherID int) *ent.SeckillOrder {
+	at, _ := idgen.Decompose(id)
+	return &ent.SeckillOrder{ID: int(id), UserID: userID, VoucherID: voucherID, Status: seckillorder.StatusQUEUED, CreatedAt: at, UpdatedAt: at}
+}
+
+// AdmittedOrder is the order a successful grab of userID on voucherID made, as the grab left
+// it: QUEUED, or CREATED with StrategySync. It reads neither Redis nor the database: a grab must
+// not turn into a failure because a read after it failed. Its edges are not loaded; read the
+// voucher and user by VoucherID and UserID (a QUEUED order has no row to join them from).
+// Service.Order gives its current status.
+func AdmittedOrder(userID, voucherID int, a Admission) *ent.SeckillOrder {
+	o := queuedOrder(a.OrderID, userID, voucherID)
+	if a.Status == StatusCreated {
+		o.Status = seckillorder.StatusCREATED
+		o.CreatedAt, o.UpdatedAt = a.createdAt, a.createdAt
+	}
+	return o
 }
 
 // Stock returns the units a voucher has left for admission: Redis's count with StrategyLua

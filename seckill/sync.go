@@ -86,5 +86,5 @@ func (s *Service) grabInTx(ctx context.Context, tx *ent.Tx, userID, voucherID in
 	if err != nil {
 		return Admission{}, err
 	}
-	return Admission{OrderID: id, Status: StatusCreated}, nil
+	return Admission{OrderID: id, Status: StatusCreated, createdAt: now}, nil
 }
