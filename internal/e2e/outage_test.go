@@ -1,6 +1,16 @@
 package e2e_test
 
 import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"testing"
@@ -51,4 +61,155 @@ func TestGrabPayloadNeedsNoSecondRead(t *testing.T) {
 	}
 	// The order is the user's, and becomes CREATED once the database is back.
 	e.waitOrder(u, id, "CREATED", 10*time.Second)
+}
+
+// mariaDB151 is a private MariaDB with the stock max_connections (151), and a root pool to
+// watch it.
+func mariaDB151(t *testing.T) (*testenv.MariaDB, *sql.DB) {
+	t.Helper()
+	m := testenv.PrivateMySQL(t)
+	root := m.Root(t)
+	root.SetMaxOpenConns(1)
+	if _, err := root.Exec("SET GLOBAL max_connections = 151"); err != nil {
+		t.Fatal(err)
+	}
+	return m, root
+}
+
+func globalStatus(t *testing.T, root *sql.DB, name string) int {
+	t.Helper()
+	var k string
+	var v int
+	if err := root.QueryRow("SHOW GLOBAL STATUS LIKE '"+name+"'").Scan(&k, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestThreeServersFitDefaultMaxConnections: three servers with the default configuration,
+// each with its database pool in full use, stay within MariaDB's default max_connections
+// (151) with room left for the test suite and tools; with 64 connections per server they
+// exceeded it and grabs failed with "Too many connections".
+func TestThreeServersFitDefaultMaxConnections(t *testing.T) {
+	m, root := mariaDB151(t)
+	e := start(t, func(c *app.Config) { c.MySQLDSN = m.DSN })
+	servers := []*env{e, e.another(), e.another()}
+	if _, err := root.Exec("FLUSH STATUS"); err != nil { // resets Max_used_connections
+		t.Fatal(err)
+	}
+	perServer := e.app.DB.SQL.Stats().MaxOpenConnections
+	if perServer <= 0 {
+		t.Fatal("the database pool is unbounded")
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	for _, s := range servers {
+		for range 2 * perServer {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := s.app.DB.SQL.Exec("DO SLEEP(0.3)"); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	used := globalStatus(t, root, "Max_used_connections")
+	t.Logf("%d connections per server; MariaDB saw at most %d at once", perServer, used)
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d queries failed with every pool in use (first: %v); MariaDB saw %d connections", n, firstErr.Load(), used)
+	}
+	if used > 151-testSuiteConnections {
+		t.Fatalf("three servers used %d connections: more than 151 - %d left for the test suite", used, testSuiteConnections)
+	}
+}
+
+// testSuiteConnections is what `make test` may hold on the same MariaDB beside three servers
+// (two test packages at a time, each with a server or a store of its own).
+const testSuiteConnections = 2 * 24
+
+// TestDatabaseOutOfConnectionsIsUnavailable: when MariaDB refuses connections ("Too many
+// connections"), requests are answered UNAVAILABLE (retry shortly), never INTERNAL.
+func TestDatabaseOutOfConnectionsIsUnavailable(t *testing.T) {
+	m, root := mariaDB151(t)
+	e := start(t, func(c *app.Config) { c.MySQLDSN = m.DSN })
+	_, shopID := firstTypeAndShop(e)
+	if _, err := root.Exec(fmt.Sprintf("SET GLOBAL max_connections = %d", globalStatus(t, root, "Threads_connected"))); err != nil {
+		t.Fatal(err)
+	}
+	defer root.Exec("SET GLOBAL max_connections = 151")
+	const concurrent = 40
+	codes := make([]string, concurrent)
+	var wg sync.WaitGroup
+	for i := range concurrent {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.do("", `query($s: ID!) { vouchers(shopId: $s) { id } }`, map[string]any{"s": shopID})
+			codes[i] = r.code()
+			if c := r.code(); c != "" && c != "UNAVAILABLE" {
+				t.Errorf("out of connections: %s", r.Raw)
+			} else if c == "UNAVAILABLE" && !strings.Contains(r.Errors[0].Message, "retry") {
+				t.Errorf("UNAVAILABLE does not say to retry: %s", r.Raw)
+			}
+		}()
+	}
+	wg.Wait()
+	if !slices.Contains(codes, "UNAVAILABLE") {
+		t.Fatalf("%d concurrent reads with no connection to spare were all served: %v", concurrent, codes)
+	}
+}
+
+// TestSessionStoreOutageIsUnavailable: while Redis is down (here: killed, then restarted), a
+// request with a token is answered with a GraphQL error UNAVAILABLE, HTTP 503 and
+// Retry-After, in the response type the client asked for; it used to be a text/plain 503
+// "session store unavailable". Fields that need Redis answer UNAVAILABLE too.
+func TestSessionStoreOutageIsUnavailable(t *testing.T) {
+	redisSrv := testenv.StartRedis(t)
+	e := start(t, func(c *app.Config) { c.RedisAddrs = []string{redisSrv.Addr} })
+	u := e.login(testenv.Phone())
+	redisSrv.Kill()
+
+	for _, accept := range []string{"", "application/json", "application/graphql-response+json"} {
+		body, _ := json.Marshal(map[string]any{"query": `{ me { id } }`})
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/query", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+u)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := accept
+		if want == "" {
+			want = "application/graphql-response+json"
+		}
+		var r struct {
+			Data   any        `json:"data"`
+			Errors []gqlError `json:"errors"`
+		}
+		if err := json.Unmarshal(raw, &r); err != nil || len(r.Errors) != 1 || r.Data != nil {
+			t.Fatalf("Accept %q: not a GraphQL error response (%d %s): %s", accept, resp.StatusCode, resp.Header.Get("Content-Type"), raw)
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.HasPrefix(resp.Header.Get("Content-Type"), want) ||
+			resp.Header.Get("Retry-After") == "" || r.Errors[0].Extensions["code"] != "UNAVAILABLE" {
+			t.Fatalf("Accept %q: %d %s Retry-After %q: %s", accept, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Retry-After"), raw)
+		}
+	}
+	// Without a token the request runs; what needs Redis is UNAVAILABLE, not INTERNAL.
+	r := e.wantCode("UNAVAILABLE", "", `mutation($p: String!) { sendLoginCode(phone: $p) { expiresIn } }`, map[string]any{"p": testenv.Phone()})
+	mustContain(t, r.Errors[0].Message, "retry")
+
+	// Redis back (empty: no persistence): the token is unknown, the request anonymous.
+	redisSrv.Start()
+	if d := e.ok(u, `{ me { id } }`, nil); get(d, "me") != nil {
+		t.Fatalf("after the restart: %v", d)
+	}
 }
