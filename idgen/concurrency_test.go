@@ -54,7 +54,7 @@ func stress(t *testing.T, open func(testing.TB) redis.UniversalClient, segment b
 	admin := open(t)
 	p := newPrefix(t, admin)
 	mid := nextMidnight()
-	if err := admin.Set(ctx, dayKey(p, mid), presetD1, 72*time.Hour).Err(); err != nil {
+	if err := setCounter(ctx, admin, dayKey(p, mid), presetD1); err != nil {
 		t.Fatal(err)
 	}
 	perProc := total / procs

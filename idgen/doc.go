@@ -2,7 +2,7 @@
 //
 //	bit 63      0 (ids are positive int64s)
 //	bits 62..32 seconds since the epoch (Epoch, 2022-01-01T00:00:00Z; WithEpoch), 31 bits: until 2090
-//	bits 31..0  sequence number: INCR on the key id:<prefix>:<yyyymmdd> of the id's UTC day
+//	bits 31..0  sequence number: counted on the key id:<prefix>:<yyyymmdd> of the id's UTC day
 //
 // It runs on a single Redis node or a Redis Cluster (any go-redis UniversalClient; each call
 // touches one key) and imports nothing from the rest of surge but its Lua script.
@@ -58,10 +58,38 @@
 // or crosses midnight; no one else ever gets those numbers, so ids stay unique across
 // restarts, only with gaps. Every generator of a prefix must share the epoch and retention.
 //
-// Uniqueness rests on the counter: a Redis that loses its data (no persistence, or a failover
-// to a replica behind the primary) restarts the day at 1. Run the counters on a Redis with AOF,
-// or pick a new prefix after such a loss.
+// # When Redis loses the counter
 //
-// Keys: id:<prefix>:<yyyymmdd> (UTC date), a string counter expiring 24 h (the retention)
-// after its day ends. Script: lua.IDGenNext.
+// A Redis can lose counts: FLUSHALL or a restart without persistence drop the key, a failover
+// to a replica that lagged or an AOF that lost its tail bring back an older counter. Numbers
+// are then handed out again. Ids stay unique because they are (second, number) pairs: after a
+// possible loss the counter is fenced, and every id made with its numbers from then on carries
+// a later second than any id made before. The script (lua/idgen_next.lua) fences when
+//
+//   - the day key is missing (a new day looks the same: its first ids are fenced too),
+//   - the Redis process is not the one that counted last (INFO's run_id: a restart, a
+//     failover, a restored snapshot),
+//   - the counter is below a number known to be issued: the generator's own highest number
+//     of the day, or an id passed to Raise (a database's largest id, say).
+//
+// Fencing sets the key's `since` to Redis's clock plus the fence: twice the block duration
+// (the most a segment block is used after it was reserved) plus the clock skew
+// (WithMaxClockSkew, 2 s) plus 1 s, 13 s with the defaults. Every reservation answers `since`,
+// and ids made with its numbers are stamped no earlier; a segment block stamps ids only up to
+// its reservation's clock reading plus its lifetime (or since + 1 s), so no id of a block
+// reserved before the loss reaches the fence. The price: the first ids of each UTC day, of a
+// new prefix and after a loss carry a second up to the fence ahead of the clock (their order
+// is kept). Tested: 0 duplicates among 2 generators × 4 goroutines drawing ids while a private
+// Redis is flushed, restarted empty or restored from an older snapshot 0.3 s into a second,
+// in both modes.
+//
+// What remains assumed: clocks (the generators' and Redis's) within the skew of one another,
+// Redis's clock not stepping back by more than that on a failover, and every generator of a
+// prefix using the same block duration and skew. Persistence (AOF) is still wise: it keeps the
+// fence rare.
+//
+// Keys: id:<prefix>:<yyyymmdd> (UTC date), a hash {n: the last number reserved, since: the
+// fence (Unix seconds), run: the run_id of the Redis that counted last}, expiring 24 h (the
+// retention) after its day ends. A counter left as a plain string by an earlier version is
+// taken over (its count kept, fenced). Script: lua/idgen_next.lua (lua.ReserveIDs).
 package idgen

@@ -59,9 +59,27 @@ func dayKey(prefix string, t time.Time) string {
 }
 
 // nextMidnight is the coming UTC midnight: a day boundary tests can cross with an injected
-// clock and still be inside the retention by Redis's clock.
+// clock and still be inside the retention by Redis's clock. Within a minute of it, the one
+// after: a counter's fence (Redis's clock plus some seconds) must stay before the test's times.
 func nextMidnight() time.Time {
-	return time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	m := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	if time.Until(m) < time.Minute {
+		m = m.Add(24 * time.Hour)
+	}
+	return m
+}
+
+// counter reads the last number reserved on a day key.
+func counter(ctx context.Context, rdb redis.UniversalClient, key string) (int64, error) {
+	return rdb.HGet(ctx, key, "n").Int64()
+}
+
+// setCounter presets a day key's counter (as another process's counting would have left it).
+func setCounter(ctx context.Context, rdb redis.UniversalClient, key string, n int64) error {
+	if err := rdb.HSet(ctx, key, "n", n).Err(); err != nil {
+		return err
+	}
+	return rdb.Expire(ctx, key, 72*time.Hour).Err()
 }
 
 // clock is an injectable clock. Each reading advances it by step (0: it stands still until

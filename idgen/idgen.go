@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/lua"
+	"github.com/surgekit/surge/redisctx"
 )
 
 // DefaultRetention is how long a day key is kept after its UTC day ends: a key lives at most
@@ -30,7 +32,21 @@ type config struct {
 	minStep   int64
 	maxStep   int64
 	target    time.Duration
+	skew      time.Duration
 	err       error
+}
+
+// maxBlockAge is how long a segment block is used after it was reserved: twice the block
+// duration. Bounding it bounds how late an id from a block reserved before a Redis loss can be
+// stamped, which is what the fence after a loss must outlast.
+func (c *config) maxBlockAge() time.Duration { return 2 * c.target }
+
+// fence is how far ahead of Redis's clock the counter is fenced after a possible loss: no id
+// made before the loss carries a later second (see lua/idgen_next.lua).
+// The extra second keeps a second fence strictly after the first when two losses come
+// within a second: blocks reserved between them are used up to their since + 1 s at most.
+func (c *config) fence() int64 {
+	return int64((c.maxBlockAge()+c.skew+time.Second-1)/time.Second) + 1
 }
 
 func (c *config) fail(err error) {
@@ -87,14 +103,28 @@ func WithStep(min, max int64) Option {
 	}
 }
 
-// WithBlockDuration sets how long a segment-mode block should last (default 15 s): the step
-// doubles while blocks last less and halves when one lasts twice as long. New ignores it.
+// WithBlockDuration sets how long a segment-mode block should last (default 5 s): the step
+// doubles while blocks last less and halves when one lasts twice as long; a block is not used
+// past twice this duration. It also sets the fence after a Redis loss (see the package doc),
+// so every generator of a prefix, in either mode, must use the same value.
 func WithBlockDuration(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
 			c.fail(fmt.Errorf("idgen: block duration %v is not positive", d))
 		}
 		c.target = d
+	}
+}
+
+// WithMaxClockSkew sets how far apart the clocks of the generators of a prefix and Redis's may
+// be (default 2 s). It is part of the fence after a Redis loss (see the package doc); every
+// generator of a prefix must use the same value.
+func WithMaxClockSkew(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.fail(fmt.Errorf("idgen: clock skew %v is negative", d))
+		}
+		c.skew = d
 	}
 }
 
@@ -107,10 +137,16 @@ type Generator struct {
 	cfg    config
 
 	high   atomic.Int64        // the latest second (since the epoch) this generator has used
+	wall   atomic.Int64        // the latest second its clock has read (high without the fences)
 	today  atomic.Pointer[day] // cache of the day of the latest second
 	spent  atomic.Int64        // number of a day whose sequence is exhausted (math.MinInt64: none)
 	closed atomic.Bool
 	seg    *segment // nil in plain mode
+
+	fenced atomic.Int64 // reservations that found a possible loss of the counter
+
+	hwMu sync.Mutex
+	hw   map[int64]int64 // day number -> the highest number this generator has reserved
 }
 
 // day is one UTC day of one prefix: its key, its span in seconds since the epoch and when
@@ -138,7 +174,8 @@ func New(rdb redis.UniversalClient, prefix string, opts ...Option) (*Generator, 
 		retention: int64(DefaultRetention / time.Second),
 		minStep:   1000,
 		maxStep:   1 << 22,
-		target:    15 * time.Second,
+		target:    5 * time.Second,
+		skew:      2 * time.Second,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -146,8 +183,9 @@ func New(rdb redis.UniversalClient, prefix string, opts ...Option) (*Generator, 
 	if cfg.err != nil {
 		return nil, cfg.err
 	}
-	g := &Generator{rdb: rdb, prefix: prefix, cfg: cfg}
+	g := &Generator{rdb: rdb, prefix: prefix, cfg: cfg, hw: map[int64]int64{}}
 	g.high.Store(-1)
+	g.wall.Store(-1)
 	g.spent.Store(math.MinInt64)
 	return g, nil
 }
@@ -174,19 +212,61 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 	if g.seg != nil {
 		return g.seg.next(ctx)
 	}
-	if g.closed.Load() {
-		return 0, ErrClosed
+	for {
+		if g.closed.Load() {
+			return 0, ErrClosed
+		}
+		_, sec, err := g.second()
+		if err != nil {
+			return 0, err
+		}
+		d := g.dayOf(sec)
+		r, err := g.reserve(ctx, d, 1, 0)
+		if err != nil {
+			return 0, err
+		}
+		if sec < r.since {
+			sec = g.raise(r.since)
+		}
+		if sec >= d.end {
+			continue // fenced past the day's end: the number stays unused, try the next day
+		}
+		if sec > MaxSeconds {
+			return 0, ErrTimeOverflow
+		}
+		return sec<<seqBits | r.last, nil
 	}
-	sec, err := g.second()
-	if err != nil {
-		return 0, err
-	}
-	last, err := g.reserve(ctx, g.dayOf(sec), 1)
-	if err != nil {
-		return 0, err
-	}
-	return sec<<seqBits | last, nil
 }
+
+// Raise tells the generator that id, an id of its prefix, was issued (found in a database,
+// say): if the shared counter of id's day is below id's number, Redis has lost counts, and
+// the counter is raised above it and fenced, so that no id issued after Raise returns, by any
+// generator of the prefix, equals id or an earlier id of its day. Without a loss it changes
+// nothing. An id of a day whose key has expired needs nothing (that day is never counted
+// again).
+func (g *Generator) Raise(ctx context.Context, id int64) error {
+	if id <= 0 {
+		return fmt.Errorf("idgen: Raise(%d): not an id", id)
+	}
+	if g.closed.Load() {
+		return ErrClosed
+	}
+	sec, seq := id>>seqBits, id&MaxSequence
+	d := g.newDay(sec)
+	r, err := g.reserve(ctx, d, 0, seq)
+	if errors.Is(err, ErrDayExpired) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	g.raise(r.since)
+	return nil
+}
+
+// Fenced reports how many of this generator's reservations found a possible loss of the
+// counter (no key, another Redis process, a counter below a known number) and fenced it.
+func (g *Generator) Fenced() int64 { return g.fenced.Load() }
 
 // Decompose splits an id of this generator (its epoch) into its second (UTC) and sequence
 // number.
@@ -207,67 +287,120 @@ func (g *Generator) Close() error {
 }
 
 // second reads the clock as seconds since the epoch, raised to the latest second this
-// generator has already used. Clamping gives the per-generator order even when the clock
-// steps back: ids then keep the last second (and its day) until the clock catches up. Every
-// id's day is derived from this one value, so its seconds always fall inside the day whose
-// key its sequence number came from.
-func (g *Generator) second() (int64, error) {
-	s := g.cfg.clock().Unix() - g.cfg.epoch
+// generator has already used, and returns the reading too (for the age of segment blocks).
+// Clamping gives the per-generator order even when the clock steps back: ids then keep the
+// last second (and its day) until the clock catches up. Every id's day is derived from this
+// one value, so its seconds always fall inside the day whose key its sequence number came
+// from.
+func (g *Generator) second() (time.Time, int64, error) {
+	now := g.cfg.clock()
+	s := now.Unix() - g.cfg.epoch
 	if s < 0 {
-		return 0, ErrClockBeforeEpoch
+		return now, 0, ErrClockBeforeEpoch
 	}
-	for {
-		h := g.high.Load()
-		if s <= h {
-			s = h
-			break
-		}
-		if g.high.CompareAndSwap(h, s) {
-			break
-		}
-	}
+	atomicMax(&g.wall, s)
+	s = atomicMax(&g.high, s)
 	if s > MaxSeconds {
-		return 0, ErrTimeOverflow
+		return now, 0, ErrTimeOverflow
 	}
-	return s, nil
+	return now, s, nil
 }
 
-// dayOf returns the UTC day of second sec (since the epoch).
+// raise lifts the generator's latest second to at least sec (a counter's `since`), so that
+// every id it stamps from now on carries sec or later, and returns sec.
+func (g *Generator) raise(sec int64) int64 {
+	atomicMax(&g.high, sec)
+	return sec
+}
+
+// atomicMax raises v to at least x and returns the result.
+func atomicMax(v *atomic.Int64, x int64) int64 {
+	for {
+		h := v.Load()
+		if x <= h {
+			return h
+		}
+		if v.CompareAndSwap(h, x) {
+			return x
+		}
+	}
+}
+
+// dayOf returns the UTC day of second sec (since the epoch), cached for the next call.
 func (g *Generator) dayOf(sec int64) *day {
 	if d := g.today.Load(); d != nil && sec >= d.start && sec < d.end {
 		return d
 	}
+	d := g.newDay(sec)
+	g.today.Store(d)
+	return d
+}
+
+func (g *Generator) newDay(sec int64) *day {
 	num := (sec + g.cfg.epoch) / daySecs
 	start := num*daySecs - g.cfg.epoch
-	d := &day{
+	return &day{
 		num:      num,
 		start:    start,
 		end:      start + daySecs,
 		key:      "id:" + g.prefix + ":" + time.Unix(num*daySecs, 0).UTC().Format("20060102"),
 		expireAt: (num+1)*daySecs + g.cfg.retention,
 	}
-	g.today.Store(d)
-	return d
 }
 
-// reserve takes the next n numbers of d's sequence and returns the last one; the caller owns
-// [last-n+1, min(last, MaxSequence)].
-func (g *Generator) reserve(ctx context.Context, d *day, n int64) (int64, error) {
+// reservation is a range of one day's numbers, ending at last, and the first second (since
+// the epoch) the ids made with them may carry.
+type reservation struct {
+	last, since int64
+}
+
+// reserve takes the next n numbers of d's sequence; the caller owns [last-n+1,
+// min(last, MaxSequence)] and stamps them no earlier than since. The counter is raised to
+// floor first, and to the highest number this generator has reserved on d: a counter below
+// either went backwards.
+func (g *Generator) reserve(ctx context.Context, d *day, n, floor int64) (reservation, error) {
 	if g.spent.Load() == d.num {
-		return 0, fmt.Errorf("%w: %s", ErrSequenceExhausted, d.key)
+		return reservation{}, fmt.Errorf("%w: %s", ErrSequenceExhausted, d.key)
 	}
-	last, err := lua.IDGenNext.Run(ctx, g.rdb, []string{d.key}, n, d.expireAt).Int64()
+	floor = max(floor, g.highWater(d.num))
+	r, err := redisctx.Do(ctx, g.rdb, func(ctx context.Context) (lua.IDReservation, error) {
+		return lua.ReserveIDs(ctx, g.rdb, d.key, n, d.expireAt, floor, g.cfg.fence())
+	})
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("idgen: reserving from %s: %w", d.key, err)
-	case last == -1:
-		return 0, fmt.Errorf("%w: %s expired at %s by Redis's clock", ErrDayExpired, d.key, time.Unix(d.expireAt, 0).UTC().Format(time.RFC3339))
-	case last < n:
-		return 0, fmt.Errorf("idgen: %s holds %d, below the %d just added: the key was overwritten", d.key, last-n, n)
-	case last-n+1 > MaxSequence:
+		return reservation{}, fmt.Errorf("idgen: reserving from %s: %w", d.key, err)
+	case r.Expired:
+		return reservation{}, fmt.Errorf("%w: %s expired at %s by Redis's clock", ErrDayExpired, d.key, time.Unix(d.expireAt, 0).UTC().Format(time.RFC3339))
+	}
+	if r.Fenced {
+		g.fenced.Add(1)
+	}
+	g.noteHighWater(d.num, r.Last)
+	if r.Last-n+1 > MaxSequence {
 		// The counter only grows, so the day stays exhausted: answer locally from now on.
 		g.spent.Store(d.num)
-		return 0, fmt.Errorf("%w: %s", ErrSequenceExhausted, d.key)
+		return reservation{}, fmt.Errorf("%w: %s", ErrSequenceExhausted, d.key)
 	}
-	return last, nil
+	return reservation{last: r.Last, since: r.Since - g.cfg.epoch}, nil
+}
+
+// highWater is the highest number this generator has reserved on day num (0: none).
+func (g *Generator) highWater(num int64) int64 {
+	g.hwMu.Lock()
+	defer g.hwMu.Unlock()
+	return g.hw[num]
+}
+
+func (g *Generator) noteHighWater(num, last int64) {
+	g.hwMu.Lock()
+	defer g.hwMu.Unlock()
+	if last <= g.hw[num] {
+		return
+	}
+	g.hw[num] = last
+	for d := range g.hw {
+		if d < num-2 { // days long over: their keys are gone or never counted again
+			delete(g.hw, d)
+		}
+	}
 }

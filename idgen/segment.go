@@ -55,12 +55,24 @@ type segment struct {
 	wg     sync.WaitGroup
 }
 
-// block is a reserved range [first, hi) of one day's sequence.
+// block is a reserved range [first, hi) of one day's sequence. Its ids carry seconds in
+// [since, until): until is maxBlockAge after the clock's reading when the reservation was sent
+// (or since + 1 s, if the counter's fence lies beyond that), so a fence set after a Redis loss
+// outlasts every id of every block reserved before it. It is not used once it is maxBlockAge
+// old by the monotonic clock either.
 type block struct {
 	n      atomic.Uint64 // the next number to hand out; may run past hi
 	hi     uint64
 	refill uint64 // whoever takes this number starts the prefetch (a tenth of the block in)
 	day    *day
+	since  int64
+	until  int64
+	born   time.Time
+}
+
+// usable says whether b may stamp an id at second sec, read at now.
+func (b *block) usable(now time.Time, sec int64, maxAge time.Duration) bool {
+	return sec < b.day.end && sec < b.until && now.Sub(b.born) < maxAge
 }
 
 // load is one fetch; done is closed when it ends.
@@ -71,13 +83,19 @@ type load struct {
 }
 
 func (s *segment) next(ctx context.Context) (int64, error) {
+	maxAge := s.g.cfg.maxBlockAge()
 	for {
-		sec, err := s.g.second()
+		now, sec, err := s.g.second()
 		if err != nil {
 			return 0, err
 		}
 		b := s.cur.Load()
-		if b != nil && sec < b.day.end {
+		if b != nil && sec < b.since {
+			// The fetch raised the generator's second to the block's since after our clock
+			// read: reading again catches up.
+			sec = s.g.raise(b.since)
+		}
+		if b != nil && b.usable(now, sec, maxAge) {
 			if sec < b.day.start {
 				// Another goroutine moved on to a later day after our clock read; it raised the
 				// generator's high-water second first, so reading again catches up.
@@ -91,16 +109,17 @@ func (s *segment) next(ctx context.Context) (int64, error) {
 				return sec<<seqBits | int64(n), nil
 			}
 		}
-		if err := s.advance(ctx, b, sec); err != nil {
+		if err := s.advance(ctx, b, now, sec); err != nil {
 			return 0, err
 		}
 	}
 }
 
-// advance replaces old, the current block, which is used up or of a day before sec's: with the
-// prefetched block if it is of sec's day (or later), else with a block fetched now. It returns
-// nil once the current block has changed, for the caller to try again.
-func (s *segment) advance(ctx context.Context, old *block, sec int64) error {
+// advance replaces old, the current block, which is used up, too old or of a day before sec's:
+// with the prefetched block if it is of sec's day (or later) and young enough, else with a
+// block fetched now. It returns nil once the current block has changed, or a fetch ended
+// without a block (fenced past its day), for the caller to try again.
+func (s *segment) advance(ctx context.Context, old *block, now time.Time, sec int64) error {
 	d := s.g.dayOf(sec)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -113,11 +132,11 @@ func (s *segment) advance(ctx context.Context, old *block, sec int64) error {
 		}
 		if nb := s.spare; nb != nil {
 			s.spare = nil
-			if nb.day.num >= d.num {
+			if nb.day.num >= d.num && nb.usable(now, max(sec, nb.since), s.g.cfg.maxBlockAge()) {
 				s.cur.Store(nb)
 				return nil
 			}
-			// A block of a day that has ended: its numbers are abandoned.
+			// A block of a day that has ended, or too old: its numbers are abandoned.
 		}
 		if s.g.spent.Load() == d.num {
 			return fmt.Errorf("%w: %s", ErrSequenceExhausted, d.key)
@@ -138,6 +157,9 @@ func (s *segment) advance(ctx context.Context, old *block, sec int64) error {
 		// ours: go round and fetch our day.
 		if l.err != nil && l.day.num >= d.num && !s.g.closed.Load() {
 			return l.err
+		}
+		if l.err == nil && s.spare == nil {
+			return nil // fenced past its day (the generator's second moved on): read again
 		}
 	}
 }
@@ -171,16 +193,28 @@ func (s *segment) startLoad(d *day) *load {
 	return l
 }
 
+// fetchTimeout bounds one block reservation, so a Redis that hangs fails the waiting callers
+// and the next fetch starts afresh once it answers.
+const fetchTimeout = 5 * time.Second
+
 func (s *segment) fetch(l *load, step int64) {
 	defer s.wg.Done()
-	last, err := s.g.reserve(s.ctx, l.day, step)
+	born, _, _ := s.g.second()
+	bornWall := s.g.wall.Load()
+	ctx, cancel := context.WithTimeout(s.ctx, fetchTimeout)
+	r, err := s.g.reserve(ctx, l.day, step, 0)
+	cancel()
 	s.mu.Lock()
 	if err == nil && !s.g.closed.Load() {
-		first := last - step + 1
-		hi := min(last, MaxSequence) + 1 // the last block of a day may be cut at MaxSequence
-		b := &block{hi: uint64(hi), refill: uint64(first + (hi-first)/10), day: l.day}
-		b.n.Store(uint64(first))
-		s.spare = b
+		s.g.raise(r.since)
+		if r.since < l.day.end {
+			first := r.last - step + 1
+			hi := min(r.last, MaxSequence) + 1 // the last block of a day may be cut at MaxSequence
+			until := max(bornWall+int64(s.g.cfg.maxBlockAge()/time.Second), r.since+1)
+			b := &block{hi: uint64(hi), refill: uint64(first + (hi-first)/10), day: l.day, since: r.since, until: until, born: born}
+			b.n.Store(uint64(first))
+			s.spare = b
+		}
 	}
 	l.err = err
 	s.loading = nil

@@ -43,7 +43,7 @@ func TestSegmentRestart(t *testing.T) {
 				t.Fatalf("after restart the lowest number is %d, at or below the previous run's reserved %d", runMin, firstRunMax)
 			}
 			// Everything Redis gave out so far is the previous runs' (used or abandoned).
-			v, _ := rdb.Get(ctx, dayKey(p, time.Now())).Int64()
+			v, _ := counter(ctx, rdb, dayKey(p, time.Now()))
 			firstRunMax = uint32(v)
 			if err := g.Close(); err != nil {
 				t.Fatal(err)

@@ -49,11 +49,6 @@ var (
 	// BloomRebuildAbort drops a half-built Bloom filter and releases the lease.
 	BloomRebuildAbort = load("bloom_rebuild_abort.lua")
 
-	// IDGenNext reserves the next numbers of a day's id sequence (INCRBY) and sets the day key's
-	// expiry, refusing once Redis's clock has passed that expiry so an expired day is never
-	// counted again from 1.
-	IDGenNext = load("idgen_next.lua")
-
 	// LockObtain takes a lock (SET NX PX) and draws its fencing token (INCR), or reports how
 	// long the holder's lease has left.
 	LockObtain = load("lock_obtain.lua")
