@@ -100,7 +100,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.AroundResponses(newMetrics(opts.Registry).aroundResponses)
 
 	var h http.Handler = srv
-	h = res.Auth.Middleware(h)
+	h = withSessions(res.Auth, opts.Logger, h)
 	return httpRules(h, opts.MaxBodyBytes)
 }
 
