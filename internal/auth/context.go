@@ -63,4 +63,3 @@ func (s *Service) WithToken(ctx context.Context, token string) (context.Context,
 	}
 	return WithSession(ctx, token, sess), nil
 }
-
