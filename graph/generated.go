@@ -7866,7 +7866,7 @@ func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"title", "subtitle", "rules", "payValue", "actualValue", "status", "stock", "beginAt", "endAt"}
+	fieldsInOrder := [...]string{"title", "subtitle", "rules", "payValue", "actualValue", "status", "stock", "addStock", "beginAt", "endAt"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -7922,6 +7922,13 @@ func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context
 				return it, err
 			}
 			it.Stock = data
+		case "addStock":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("addStock"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AddStock = data
 		case "beginAt":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("beginAt"))
 			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)

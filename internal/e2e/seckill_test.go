@@ -364,6 +364,10 @@ func TestSeckillSyncStrategy(t *testing.T) {
 	if str(e.grabOK(u2, v), "status") != "CREATED" {
 		t.Fatal("restocked sync grab not CREATED")
 	}
+	d = e.ok(admin, `mutation($id: ID!) { updateVoucher(id: $id, input: {addStock: 2}) { stock } }`, map[string]any{"id": v})
+	if get(d, "updateVoucher", "stock").(float64) != 2 || e.dbStock(v) != 2 {
+		t.Fatalf("addStock 2 on a sold-out sync voucher = %v", d)
+	}
 }
 
 func TestUpdateVoucher(t *testing.T) {
