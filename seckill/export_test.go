@@ -9,3 +9,10 @@ func SetBackgroundStartHook(hook func()) (restore func()) {
 	testHookBackgroundStart = hook
 	return func() { testHookBackgroundStart = nil }
 }
+
+// UserLockLease is the lease of the synchronous strategy's per-user lock.
+const UserLockLease = userLockLease
+
+// UserLockKeyPattern matches the Redis keys of the per-user locks of a Service with this prefix
+// (the lock package's default key prefix).
+func UserLockKeyPattern(prefix string) string { return "lock:{" + prefix + "-user:*" }

@@ -11,12 +11,19 @@ import (
 	"github.com/surgekit/surge/lock"
 )
 
+// The per-user lock of the synchronous strategy: its lease bounds how long a grab whose process
+// died blocks that user's next grab; a user's concurrent grabs wait at most userLockWait.
+const (
+	userLockLease = 10 * time.Second
+	userLockWait  = 5 * time.Second
+)
+
 // grabSync is the synchronous strategy: under the user's lock, one transaction checks the
 // voucher and the user's existing order, decrements the stock only while it is positive and
 // inserts the order. The lock keeps one user's concurrent grabs from racing to the database;
 // the unique (user, voucher) index would catch them anyway.
 func (s *Service) grabSync(ctx context.Context, userID, voucherID int) (Admission, error) {
-	l, err := s.locks.Obtain(ctx, s.userLockName(userID), lock.LockOptions{Lease: 10 * time.Second, Wait: 5 * time.Second})
+	l, err := s.locks.Obtain(ctx, s.userLockName(userID), lock.LockOptions{Lease: userLockLease, Wait: userLockWait})
 	if err != nil {
 		return Admission{}, fmt.Errorf("seckill: locking user %d: %w", userID, err)
 	}
