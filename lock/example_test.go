@@ -27,12 +27,13 @@ func ExampleClient_Obtain() {
 	if err != nil {
 		return
 	}
-	defer l.Release(context.WithoutCancel(ctx))
-	// l.Context() ends if the watchdog finds the lock lost; a late write is refused anyway.
-	_, err = lock.GuardedExec(l.Context(), db,
-		"UPDATE voucher SET stock = stock - 1, fence = :fence WHERE id = ? AND fence < :fence", l.Fence(), 42)
-	if errors.Is(err, lock.ErrStaleFence) {
-		return // a newer holder wrote first: this one had lost the lock
+	defer l.Release(ctx)
+	// l.Context() ends if the watchdog finds the lock lost; GuardedExec refuses to write once
+	// the lease has run out, and a late write is refused by the fence anyway.
+	_, err = l.GuardedExec(l.Context(), db,
+		"UPDATE voucher SET stock = stock - 1, fence = :fence WHERE id = ? AND fence <= :fence", 42)
+	if errors.Is(err, lock.ErrStaleFence) || errors.Is(err, lock.ErrLockLost) {
+		return // a newer holder wrote first, or may have: this one had lost the lock
 	}
 }
 

@@ -14,17 +14,22 @@ type Execer interface {
 
 // GuardedExec runs a write guarded by a fencing token (Lock.Fence) and returns ErrStaleFence
 // when it changed no row. The row keeps the token of its last writer in a column; the
-// statement writes only if its token is greater, and stores it:
+// statement writes only if its token is not smaller, and stores it:
 //
-//	UPDATE stock SET qty = ?, fence = :fence WHERE id = ? AND fence < :fence
+//	UPDATE stock SET qty = ?, fence = :fence WHERE id = ? AND fence <= :fence
 //
 // Every :fence in query is bound to fence (as a ? parameter, in place); the ? placeholders
 // take args in order. A holder that lost its lock without noticing (a long GC pause, a stalled
-// network) and writes late carries a smaller token than the holder after it, so its write is
-// refused instead of overwriting newer work.
+// network, a Redis that lost its data) and writes late carries a smaller token than the
+// holder after it, so its write is refused instead of overwriting newer work; the holder of
+// the greatest token may write as often as it likes (<=, not <).
 //
-// MySQL/MariaDB report changed rows, not matched ones: setting the fence column guarantees a
-// matched row changes. 0 rows means the token was stale or the row does not exist.
+// MySQL/MariaDB report changed rows, not matched ones, by default: a write that sets every
+// column to the value it already has reports 0 rows and is refused as stale although it
+// matched. That errs on the safe side; to count matched rows instead, open the database with
+// the driver's clientFoundRows=true. 0 rows also means the row does not exist.
+//
+// Prefer Lock.GuardedExec, which also refuses to write once the lock is no longer valid.
 func GuardedExec(ctx context.Context, db Execer, query string, fence int64, args ...any) (sql.Result, error) {
 	q, bound, err := bindFence(query, fence, args)
 	if err != nil {
@@ -42,6 +47,24 @@ func GuardedExec(ctx context.Context, db Execer, query string, fence int64, args
 		return res, fmt.Errorf("%w: fence %d", ErrStaleFence, fence)
 	}
 	return res, nil
+}
+
+// GuardedExec is the package's GuardedExec with the lock's fence (its first name's, for a
+// multi-lock), run only while the lock is Valid: a lock whose lease has run out (the holder
+// was paused past it, say) returns an ErrLockLost and writes nothing, even before its
+// Context is cancelled.
+//
+// Between that check and the write reaching the database the holder can still be paused, the
+// lock expire and a new holder write: that window is what the fence closes, since the new
+// holder's token is greater and its write makes this one stale.
+func (l *Lock) GuardedExec(ctx context.Context, db Execer, query string, args ...any) (sql.Result, error) {
+	if !l.Valid() {
+		if l == nil {
+			return nil, ErrNotOwner
+		}
+		return nil, lost("%s is no longer valid: not writing", l.Name())
+	}
+	return GuardedExec(ctx, db, query, l.Fence(), args...)
 }
 
 // bindFence turns every :fence into ? bound to fence and interleaves it with args, skipping

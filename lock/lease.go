@@ -11,10 +11,12 @@ import (
 // lease keeps one acquisition alive and says when it is gone. Its ctx is cancelled on
 // release (cause context.Canceled) or when the lock can no longer be trusted (ErrLockLost).
 //
-// A local timer cancels ctx when the lease would run out in Redis, measured from before the
-// request that set it was sent: if renewals stall, the holder learns it no later than Redis
-// lets someone else in. With the watchdog, a goroutine renews the lease every ttl/3; a
-// renewal that fails or finds the lock gone cancels ctx at once and stops.
+// The lease runs out locally at its deadline: the moment the request that took or last
+// renewed the lock was sent, plus the ttl it set (capped by MaxHold). That is no later than
+// Redis expires the key, clock drift aside, so if renewals stall the holder learns it no later
+// than Redis lets someone else in. valid reads the deadline on the monotonic clock; a timer
+// cancels ctx at the deadline. With the watchdog, a goroutine renews the lease every ttl/3; a
+// renewal that fails, finds the lock gone or is not answered within ttl/6 cancels ctx at once.
 type lease struct {
 	reg     *registry
 	ctx     context.Context
@@ -23,9 +25,10 @@ type lease struct {
 	refresh func(ctx context.Context, ttl time.Duration) error
 	maxAt   time.Time // zero: no MaxHold
 
-	mu    sync.Mutex
-	timer *time.Timer
-	done  chan struct{} // closed when the watchdog exits; nil without a watchdog
+	mu       sync.Mutex
+	deadline time.Time // when the lease runs out locally (monotonic reading)
+	timer    *time.Timer
+	done     chan struct{} // closed when the watchdog exits; nil without a watchdog
 }
 
 // startLease starts the lease of a lock taken by a request sent at start with lease ttl.
@@ -38,7 +41,8 @@ func (r *registry) startLease(base context.Context, start time.Time, ttl time.Du
 		l.maxAt = start.Add(o.MaxHold)
 	}
 	l.mu.Lock()
-	l.timer = time.AfterFunc(l.until(start.Add(ttl)), l.expired)
+	l.deadline = l.capped(start.Add(ttl))
+	l.timer = time.AfterFunc(time.Until(l.deadline), l.expired)
 	l.mu.Unlock()
 	if o.Lease <= 0 {
 		l.done = make(chan struct{})
@@ -54,15 +58,37 @@ func (r *registry) startLease(base context.Context, start time.Time, ttl time.Du
 	return l
 }
 
-// until is how long from now until at, or until MaxHold if that comes first.
-func (l *lease) until(at time.Time) time.Duration {
+// capped is at, or MaxHold if that comes first.
+func (l *lease) capped(at time.Time) time.Time {
 	if !l.maxAt.IsZero() && l.maxAt.Before(at) {
-		at = l.maxAt
+		return l.maxAt
 	}
-	return time.Until(at)
+	return at
 }
 
+// valid reports whether the lease is live and its deadline not passed.
+func (l *lease) valid() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ctx.Err() == nil && time.Now().Before(l.deadline)
+}
+
+// currentDeadline is the local deadline.
+func (l *lease) currentDeadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// expired is the timer's callback. A renewal may have moved the deadline since the timer
+// fired: then it is not the end.
 func (l *lease) expired() {
+	l.mu.Lock()
+	early := time.Now().Before(l.deadline)
+	l.mu.Unlock()
+	if early {
+		return
+	}
 	if !l.maxAt.IsZero() && !time.Now().Before(l.maxAt) {
 		l.cancel(lost("MaxHold reached"))
 		return
@@ -70,13 +96,41 @@ func (l *lease) expired() {
 	l.cancel(lost("lease of %v ran out without renewal", l.ttl))
 }
 
-// extend sets the lease to ttl in Redis (capped by MaxHold) and re-arms the local timer.
-func (l *lease) extend(ctx context.Context, ttl time.Duration) error {
+// prolong moves the deadline to at (capped by MaxHold) and re-arms the timer, unless the
+// lease has ended; with onlyLater, never earlier than it is. It reports whether the lease
+// is live.
+func (l *lease) prolong(at time.Time, onlyLater bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.ctx.Err() != nil {
-		if cause := context.Cause(l.ctx); errors.Is(cause, ErrLockLost) || errors.Is(cause, ErrClosed) {
-			return cause
-		}
-		return ErrNotOwner
+		return false
+	}
+	at = l.capped(at)
+	if onlyLater && !at.After(l.deadline) {
+		return true
+	}
+	l.deadline = at
+	l.timer.Reset(time.Until(at))
+	return true
+}
+
+// lostErr is nil while the lease is live, else what Extend reports for it.
+func (l *lease) lostErr() error {
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	if cause := context.Cause(l.ctx); errors.Is(cause, ErrLockLost) || errors.Is(cause, ErrClosed) {
+		return cause
+	}
+	return ErrNotOwner
+}
+
+// extend sets the lease to ttl in Redis (capped by MaxHold) and moves the local deadline.
+// The request is given up at the current deadline: a renewal answered later cannot save
+// the lock.
+func (l *lease) extend(ctx context.Context, ttl time.Duration) error {
+	if err := l.lostErr(); err != nil {
+		return err
 	}
 	start := time.Now()
 	if !l.maxAt.IsZero() {
@@ -85,18 +139,22 @@ func (l *lease) extend(ctx context.Context, ttl time.Duration) error {
 			return lost("MaxHold reached")
 		}
 	}
-	if err := l.refresh(ctx, ttl); err != nil {
-		if errors.Is(err, ErrLockLost) {
-			l.cancel(err)
+	rctx, cancel := context.WithDeadline(ctx, l.currentDeadline())
+	err := l.refresh(rctx, ttl)
+	cancel()
+	switch {
+	case err == nil:
+		if !l.prolong(start.Add(ttl), false) {
+			return l.lostErr()
 		}
+		return nil
+	case errors.Is(err, ErrLockLost):
+		l.cancel(err)
 		return err
+	case !l.valid():
+		return lost("lease ran out while renewing (%v)", err)
 	}
-	l.mu.Lock()
-	if l.ctx.Err() == nil {
-		l.timer.Reset(l.until(start.Add(ttl)))
-	}
-	l.mu.Unlock()
-	return nil
+	return err
 }
 
 // watch renews the lease every ttl/3 until the lease ends. A renewal that errors cancels ctx

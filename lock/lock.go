@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/surgekit/surge/lua"
+	"github.com/surgekit/surge/redisctx"
 )
 
 // Errors. A Redis failure is returned as itself (wrapped), never as one of these.
@@ -94,6 +94,7 @@ type Client struct {
 	subs *subscriber
 
 	reg *registry
+	bg  cleanups
 
 	mu    sync.Mutex // guards holds
 	holds map[holdKey]*hold
@@ -114,22 +115,21 @@ func New(rdb redis.UniversalClient, opts Options) *Client {
 	}
 }
 
-// Close stops the pub/sub connection and every watchdog, and makes waiting calls return
-// ErrClosed. It releases nothing: locks still held expire when their lease runs out, and
-// their Context is cancelled with the cause ErrClosed. Release locks before closing.
+// Close stops the pub/sub connection and every watchdog, makes waiting calls return
+// ErrClosed, and waits for the background cancels of abandoned acquisitions under way (each
+// bounded by 1 s). It releases nothing: locks still held expire when their lease runs out,
+// and their Context is cancelled with the cause ErrClosed. Release locks before closing.
 func (c *Client) Close() error {
 	if !c.reg.close() {
 		return nil
 	}
+	c.bg.close()
 	return c.subs.close()
 }
 
 // Key is the Redis key of the lock name. The name is the hash tag, so the lock and its fence
 // counter share a Cluster slot.
 func (c *Client) Key(name string) string { return c.opts.Prefix + ":{" + name + "}" }
-
-func (c *Client) fenceKey(name string) string { return c.Key(name) + ":fence" }
-func (c *Client) channel(name string) string  { return c.Key(name) + ":released" }
 
 func checkName(name string) error {
 	if name == "" || strings.ContainsAny(name, "{}") {
@@ -161,7 +161,8 @@ func (c *Client) leaseOf(o LockOptions) time.Duration {
 
 // Obtain takes the simple (non-reentrant) lock name: SET NX PX with a random owner token and,
 // in the same script, the next fencing token. With o.Wait it waits for the holder to release.
-// It returns ErrNotObtained when the wait ends first, ctx.Err() when ctx does.
+// It returns ErrNotObtained when the wait ends first, ctx.Err() when ctx does; every Redis
+// call returns at ctx's deadline and at the end of the wait, whatever the client's options.
 func (c *Client) Obtain(ctx context.Context, name string, o LockOptions) (*Lock, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
@@ -170,62 +171,45 @@ func (c *Client) Obtain(ctx context.Context, name string, o LockOptions) (*Lock,
 		return nil, ErrClosed
 	}
 	token := newToken()
-	keys := []string{c.Key(name), c.fenceKey(name)}
+	k := c.keysOf(name)
 	ttl := c.leaseOf(o)
 	var fence int64
 	var start time.Time
 	attempt := func(ctx context.Context) (bool, time.Duration, error) {
 		start = time.Now()
-		res, err := lua.LockObtain.Run(ctx, c.rdb, keys, token, ms(ttl)).Int64Slice()
+		g, err := c.acquireToken(ctx, k, token, ttl)
 		if err != nil {
-			// The script may have run before the reply was lost: give back what may be ours.
-			c.releaseDetached(name, token)
-			if ctx.Err() != nil {
-				return false, 0, ctx.Err()
-			}
-			return false, 0, fmt.Errorf("lock: obtain %s: %w", keys[0], err)
+			return false, 0, fmt.Errorf("lock: obtain %s: %w", k.lock, err)
 		}
-		if res[0] == 1 {
-			fence = res[1]
-			return true, 0, nil
-		}
-		return false, time.Duration(res[1]) * time.Millisecond, nil
+		fence = g.fence
+		return g.taken, g.retryIn, nil
 	}
-	if err := await(ctx, o.Wait, []watch{{c.subs, c.channel(name)}}, c.reg.closed, attempt); err != nil {
+	if err := await(ctx, o.Wait, []watch{{c.subs, k.channel}}, c.reg.closed, attempt); err != nil {
 		return nil, err
 	}
 	l := &Lock{names: []string{name}, fences: []int64{fence}}
 	l.lease = c.reg.startLease(ctx, start, ttl, o, func(ctx context.Context, ttl time.Duration) error {
-		n, err := lua.LockExtend.Run(ctx, c.rdb, keys[:1], token, ms(ttl)).Int()
+		held, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (bool, error) { return extendToken(ctx, c.rdb, k, token, ttl) })
 		if err != nil {
-			return fmt.Errorf("lock: extend %s: %w", keys[0], err)
+			return fmt.Errorf("lock: extend %s: %w", k.lock, err)
 		}
-		if n == 0 {
-			return lost("%s is no longer held by this handle", keys[0])
+		if !held {
+			return lost("%s is no longer held by this handle", k.lock)
 		}
 		return nil
 	})
 	l.ctx = l.lease.ctx
-	l.release = func(ctx context.Context) error { return c.releaseToken(ctx, name, token) }
+	l.release = func(ctx context.Context) error {
+		held, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (bool, error) { return releaseToken(ctx, c.rdb, k, token) })
+		if err != nil {
+			return fmt.Errorf("lock: release %s: %w", k.lock, err)
+		}
+		if !held {
+			return lost("%s was no longer held by this handle", k.lock)
+		}
+		return nil
+	}
 	return l, nil
-}
-
-func (c *Client) releaseToken(ctx context.Context, name, token string) error {
-	n, err := lua.LockRelease.Run(ctx, c.rdb, []string{c.Key(name)}, token, c.channel(name)).Int()
-	if err != nil {
-		return fmt.Errorf("lock: release %s: %w", c.Key(name), err)
-	}
-	if n == 0 {
-		return lost("%s was no longer held by this handle", c.Key(name))
-	}
-	return nil
-}
-
-// releaseDetached gives back a lock that may have been taken by a call whose reply was lost.
-func (c *Client) releaseDetached(name, token string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = c.releaseToken(ctx, name, token)
 }
 
 // Mutex is a lock name with its options, for the Lock/TryLock shape.
@@ -252,7 +236,9 @@ func (m *Mutex) TryLock(ctx context.Context, wait time.Duration) (*Lock, error) 
 	return m.c.Obtain(ctx, m.name, o)
 }
 
-// Lock is one held lock. Its methods are safe for concurrent use.
+// Lock is one held lock. Its methods are safe for concurrent use. The nil *Lock (what a
+// failed Obtain returns) is a lock not held: Release and Extend return ErrNotOwner, Valid
+// false.
 type Lock struct {
 	names  []string
 	fences []int64
@@ -265,6 +251,8 @@ type Lock struct {
 	unlink func()
 	// cancelOwn cancels a reentrant handle's own Context.
 	cancelOwn context.CancelCauseFunc
+	// owner is a reentrant handle's owner id.
+	owner string
 
 	mu       sync.Mutex
 	released bool
@@ -277,9 +265,10 @@ func (l *Lock) Name() string { return l.names[0] }
 func (l *Lock) Names() []string { return append([]string(nil), l.names...) }
 
 // Fence is the lock's fencing token: greater than that of every earlier holder of the name,
-// across all clients. Pass it to GuardedExec (or store it next to what the lock protects) so
-// that a holder that lost the lock without noticing cannot overwrite a newer holder's work.
-// For a multi-lock it is the first name's token; see Fences.
+// across all clients, also after Redis lost its counter (see the package documentation,
+// "Fencing"). Pass it to GuardedExec (or use Lock.GuardedExec, or store it next to what the
+// lock protects) so that a holder that lost the lock without noticing cannot overwrite a
+// newer holder's work. For a multi-lock it is the first name's token; see Fences.
 func (l *Lock) Fence() int64 { return l.fences[0] }
 
 // Fences are a multi-lock's fencing tokens, in the order of Names.
@@ -289,16 +278,42 @@ func (l *Lock) Fences() []int64 { return append([]int64(nil), l.fences...) }
 // the lock is released or can no longer be trusted: context.Cause is context.Canceled after
 // Release, an ErrLockLost when the lock was found gone, a renewal failed, the lease ran out
 // or MaxHold was reached, ErrClosed when the Client was closed. Do the protected work under
-// it. For a reentrant lock it also carries the owner (see WithOwner).
+// it. For a reentrant lock it also carries the owner (see WithOwner) and the handle (see
+// Reentrant.Unlock).
+//
+// The cancellation runs on a timer: a process that was paused (SIGSTOP, a stalled VM, a long
+// GC) past the end of the lease may find the Context not yet cancelled for a moment after it
+// resumes. Valid does not have that delay.
 func (l *Lock) Context() context.Context { return l.ctx }
 
 // Done is Context().Done().
 func (l *Lock) Done() <-chan struct{} { return l.ctx.Done() }
 
+// Valid reports whether the lock can still be trusted right now: not released or lost, and
+// its lease not run out on the monotonic clock. The local lease runs from the moment the
+// request that took or last renewed the lock was sent (so it ends no later than the key in
+// Redis, clock drift aside) and is capped by MaxHold. Check it right before a protected
+// write; Lock.GuardedExec does.
+func (l *Lock) Valid() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	released := l.released
+	l.mu.Unlock()
+	return !released && l.ctx.Err() == nil && l.lease.valid()
+}
+
 // Extend sets the lock's remaining lease to ttl (capped by MaxHold), if it is still held.
-// It returns ErrNotOwner after Release, an ErrLockLost if the lock is gone (a lost handle
-// stays lost: obtain the lock anew), or a Redis error.
+// For a reentrant lock the lease in Redis is set to at least ttl (never shortened: other
+// holds of the owner count on it) and the local lease to ttl. The call returns at ctx's
+// deadline and at the end of the current lease (a renewal that lands later cannot save the
+// lock). It returns ErrNotOwner after Release, an ErrLockLost if the lock is gone (a lost
+// handle stays lost: obtain the lock anew), or a Redis error.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return ErrNotOwner
+	}
 	l.mu.Lock()
 	released := l.released
 	l.mu.Unlock()
@@ -311,11 +326,19 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	return l.lease.extend(ctx, ttl)
 }
 
+// releaseTimeout bounds Release's Redis call when its ctx has no deadline.
+const releaseTimeout = 2 * time.Second
+
 // Release gives the lock back and wakes the waiters. It stops the watchdog and cancels the
-// Context first, then deletes the lock in Redis (if that call fails, the lock expires when
-// its lease runs out). It returns nil, ErrNotOwner if the handle was already released, an
-// ErrLockLost if the lock was no longer held by this handle, or a Redis error.
+// Context first, then deletes the lock in Redis. Being clean-up, the call runs even if ctx is
+// already cancelled; it returns at ctx's deadline, or after 2 s if ctx has none (the lock
+// then expires when its lease runs out). It returns nil, ErrNotOwner if the handle was
+// already released (or is nil), an ErrLockLost if the lock was no longer held by this handle,
+// or a Redis error.
 func (l *Lock) Release(ctx context.Context) error {
+	if l == nil {
+		return ErrNotOwner
+	}
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
@@ -328,5 +351,18 @@ func (l *Lock) Release(ctx context.Context) error {
 	} else {
 		l.lease.end(nil)
 	}
+	ctx, cancel := cleanupContext(ctx)
+	defer cancel()
 	return l.release(ctx)
+}
+
+// cleanupContext keeps ctx's values and deadline but not its cancellation (so that a lock
+// can be given back under the context it was cancelled with, its own Context included), and
+// bounds a ctx without deadline by releaseTimeout.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(releaseTimeout)
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }

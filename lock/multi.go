@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/lua"
+	"github.com/surgekit/surge/redisctx"
 )
 
 // ObtainMulti takes several simple locks as one, all or nothing (Redisson's MultiLock). The
@@ -17,7 +18,8 @@ import (
 // It first tries every name in one pipelined round trip. If some are held, it gives back what
 // it took and then takes the names one by one in sorted order, waiting (within o.Wait) for
 // each: every caller goes in the same order, so two multi-locks cannot deadlock. If a name
-// cannot be had in time, or ctx ends, or Redis fails, everything taken is released.
+// cannot be had in time, or ctx ends, or Redis fails, everything taken is given back (in the
+// background: see the package documentation, "A hung Redis").
 // The returned Lock has one lease over all names; losing any of them loses the lock.
 func (c *Client) ObtainMulti(ctx context.Context, names []string, o LockOptions) (*Lock, error) {
 	names = slices.Clone(names)
@@ -34,19 +36,27 @@ func (c *Client) ObtainMulti(ctx context.Context, names []string, o LockOptions)
 	if c.reg.isClosed() {
 		return nil, ErrClosed
 	}
-	token := newToken()
 	ttl := c.leaseOf(o)
-	m := &multi{c: c, names: names, token: token}
+	m := &multi{c: c, names: names}
+	for _, n := range names {
+		m.keys = append(m.keys, c.keysOf(n))
+	}
 	var deadline time.Time
 	if o.Wait > 0 {
 		deadline = time.Now().Add(o.Wait)
 	}
 
-	// Fast path: all names in one round trip.
+	// Fast path: all names in one round trip, within the wait.
+	fctx := ctx
+	if o.Wait > 0 {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	start := time.Now()
-	fences, err := m.tryAll(ctx, ttl)
+	fences, err := m.tryAll(fctx, ttl)
 	if err != nil {
-		return nil, err
+		return nil, attemptErr(ctx, fctx, err)
 	}
 	if fences == nil {
 		if o.Wait == 0 {
@@ -64,44 +74,72 @@ func (c *Client) ObtainMulti(ctx context.Context, names []string, o LockOptions)
 	return l, nil
 }
 
+// multi is one multi-lock acquisition. Each round of it (the fast path, each pass of the slow
+// path) takes the names with a fresh token, so that the background cancel of an earlier
+// round can never release what a later round took.
 type multi struct {
 	c     *Client
 	names []string
+	keys  []keys
 	token string
+}
+
+// result is one call's result among several (a pipeline, the nodes of a Redlock).
+type result[T any] struct {
+	v   T
+	err error
 }
 
 // tryAll tries every name in one pipeline. It returns the fences if all were taken; if not,
 // it gives back those it took and returns nil.
 func (m *multi) tryAll(ctx context.Context, ttl time.Duration) ([]int64, error) {
-	keys := make([][]string, len(m.names))
-	for i, n := range m.names {
-		keys[i] = []string{m.c.Key(n), m.c.fenceKey(n)}
+	m.token = newToken()
+	token := m.token
+	obtainAll := func(ctx context.Context) ([]result[grant], error) {
+		cmds := runAll(ctx, m.c.rdb, lua.LockObtain, func(i int) ([]string, []any) {
+			k := m.keys[i]
+			return []string{k.lock, k.fence, k.tombstone(token)}, []any{token, ms(ttl), ms(fenceTTL(ttl))}
+		}, len(m.keys))
+		res := make([]result[grant], len(cmds))
+		for i, cmd := range cmds {
+			res[i].v, res[i].err = parseGrant(cmd.Int64Slice())
+		}
+		return res, nil
 	}
-	cmds := runAll(ctx, m.c.rdb, lua.LockObtain, keys, m.token, ms(ttl))
+	res, err := redisctx.DoThen(ctx, m.c.rdb, obtainAll, func(res []result[grant], _ error) {
+		m.c.cancelLater(token, m.uncertain(res)...)
+	})
+	if err != nil { // abandoned: the late callback cancels what the pipeline took
+		return nil, fmt.Errorf("lock: obtain %s: %w", m.keys[0].lock, err)
+	}
 	fences := make([]int64, len(m.names))
-	var taken []string
 	var firstErr error
-	for i, cmd := range cmds {
-		res, err := cmd.Int64Slice()
+	taken := 0
+	for i, r := range res {
 		switch {
-		case err != nil:
-			if firstErr == nil {
-				firstErr = fmt.Errorf("lock: obtain %s: %w", keys[i][0], err)
-			}
-			taken = append(taken, m.names[i]) // it may have run
-		case res[0] == 1:
-			fences[i] = res[1]
-			taken = append(taken, m.names[i])
+		case r.err != nil && firstErr == nil:
+			firstErr = fmt.Errorf("lock: obtain %s: %w", m.keys[i].lock, r.err)
+		case r.v.taken:
+			fences[i] = r.v.fence
+			taken++
 		}
 	}
-	if firstErr == nil && len(taken) == len(m.names) {
+	if firstErr == nil && taken == len(m.names) {
 		return fences, nil
 	}
-	m.releaseDetached(taken)
-	if firstErr != nil && ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
+	m.c.cancelLater(token, m.uncertain(res)...)
 	return nil, firstErr
+}
+
+// uncertain are the names a pipeline of acquisitions took or may have taken.
+func (m *multi) uncertain(res []result[grant]) []string {
+	var names []string
+	for i, r := range res {
+		if r.err != nil || r.v.taken {
+			names = append(names, m.names[i])
+		}
+	}
+	return names
 }
 
 // inOrder takes the names one after the other, waiting for each. When it had to wait, the
@@ -109,35 +147,29 @@ func (m *multi) tryAll(ctx context.Context, ttl time.Duration) ([]int64, error) 
 // and if one was lost the whole acquisition starts over.
 func (m *multi) inOrder(ctx context.Context, ttl, wait time.Duration, deadline time.Time) ([]int64, time.Time, error) {
 	for {
+		m.token = newToken()
+		token := m.token
 		fences := make([]int64, len(m.names))
 		var start time.Time
-		for i, name := range m.names {
-			keys := []string{m.c.Key(name), m.c.fenceKey(name)}
+		for i, k := range m.keys {
 			attempt := func(ctx context.Context) (bool, time.Duration, error) {
 				t := time.Now()
-				res, err := lua.LockObtain.Run(ctx, m.c.rdb, keys, m.token, ms(ttl)).Int64Slice()
+				g, err := m.c.acquireToken(ctx, k, token, ttl)
 				if err != nil {
-					m.releaseDetached(m.names[i : i+1]) // it may have run
-					if ctx.Err() != nil {
-						return false, 0, ctx.Err()
-					}
-					return false, 0, fmt.Errorf("lock: obtain %s: %w", keys[0], err)
+					return false, 0, fmt.Errorf("lock: obtain %s: %w", k.lock, err)
 				}
-				if res[0] == 1 {
-					if i == 0 {
-						start = t
-					}
-					fences[i] = res[1]
-					return true, 0, nil
+				if g.taken && i == 0 {
+					start = t
 				}
-				return false, time.Duration(res[1]) * time.Millisecond, nil
+				fences[i] = g.fence
+				return g.taken, g.retryIn, nil
 			}
 			w := wait // < 0: as long as ctx
 			if wait > 0 {
 				w = max(time.Until(deadline), 0) // 0: one last try
 			}
-			if err := await(ctx, w, []watch{{m.c.subs, m.c.channel(name)}}, m.c.reg.closed, attempt); err != nil {
-				m.releaseDetached(m.names[:i])
+			if err := await(ctx, w, []watch{{m.c.subs, k.channel}}, m.c.reg.closed, attempt); err != nil {
+				m.c.cancelLater(token, m.names[:i]...)
 				return nil, time.Time{}, err
 			}
 		}
@@ -145,26 +177,29 @@ func (m *multi) inOrder(ctx context.Context, ttl, wait time.Duration, deadline t
 			return fences, start, nil
 		}
 		renewed := time.Now()
-		if err := m.extend(ctx, ttl); err == nil {
+		err := m.extend(ctx, ttl)
+		if err == nil {
 			return fences, renewed, nil
-		} else if ctx.Err() != nil {
-			m.releaseDetached(m.names)
+		}
+		m.c.cancelLater(token, m.names...)
+		if ctx.Err() != nil {
 			return nil, time.Time{}, ctx.Err()
 		}
-		m.releaseDetached(m.names)
 	}
 }
 
 // extend renews every name; an ErrLockLost if any is no longer held.
 func (m *multi) extend(ctx context.Context, ttl time.Duration) error {
-	cmds := runAll(ctx, m.c.rdb, lua.LockExtend, m.keys(), m.token, ms(ttl))
-	for i, cmd := range cmds {
-		n, err := cmd.Int()
-		if err != nil {
-			return fmt.Errorf("lock: extend %s: %w", m.c.Key(m.names[i]), err)
+	held, err := m.runEach(ctx, lua.LockExtend, func(k keys) []any { return []any{m.token, ms(ttl)} })
+	if err != nil {
+		return fmt.Errorf("lock: extend %s: %w", m.keys[0].lock, err)
+	}
+	for i, r := range held {
+		if r.err != nil {
+			return fmt.Errorf("lock: extend %s: %w", m.keys[i].lock, r.err)
 		}
-		if n == 0 {
-			return lost("%s is no longer held by this handle", m.c.Key(m.names[i]))
+		if r.v == 0 {
+			return lost("%s is no longer held by this handle", m.keys[i].lock)
 		}
 	}
 	return nil
@@ -172,59 +207,47 @@ func (m *multi) extend(ctx context.Context, ttl time.Duration) error {
 
 // release gives back every name (all of them, even when one was lost).
 func (m *multi) release(ctx context.Context) error {
-	return m.releaseNames(ctx, m.names)
-}
-
-func (m *multi) releaseNames(ctx context.Context, names []string) error {
-	keys := make([][]string, len(names))
-	chans := make([]any, len(names))
-	for i, n := range names {
-		keys[i] = []string{m.c.Key(n)}
-		chans[i] = m.c.channel(n)
+	released, err := m.runEach(ctx, lua.LockRelease, func(k keys) []any { return []any{m.token, k.channel} })
+	if err != nil {
+		return fmt.Errorf("lock: release %s: %w", m.keys[0].lock, err)
 	}
-	cmds := runAllArgs(ctx, m.c.rdb, lua.LockRelease, keys, func(i int) []any { return []any{m.token, chans[i]} })
-	var firstErr error
-	for i, cmd := range cmds {
-		n, err := cmd.Int()
-		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("lock: release %s: %w", keys[i][0], err)
-		} else if err == nil && n == 0 && firstErr == nil {
-			firstErr = lost("%s was no longer held by this handle", keys[i][0])
+	for i, r := range released {
+		if r.err != nil {
+			return fmt.Errorf("lock: release %s: %w", m.keys[i].lock, r.err)
 		}
 	}
-	return firstErr
-}
-
-func (m *multi) releaseDetached(names []string) {
-	if len(names) == 0 {
-		return
+	for i, r := range released {
+		if r.v == 0 {
+			return lost("%s was no longer held by this handle", m.keys[i].lock)
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = m.releaseNames(ctx, names)
+	return nil
 }
 
-func (m *multi) keys() [][]string {
-	keys := make([][]string, len(m.names))
-	for i, n := range m.names {
-		keys[i] = []string{m.c.Key(n)}
-	}
-	return keys
+// runEach runs a script on each name's lock key in one pipeline, through redisctx: an
+// integer reply per name.
+func (m *multi) runEach(ctx context.Context, s *redis.Script, args func(k keys) []any) ([]result[int64], error) {
+	return redisctx.Do(ctx, m.c.rdb, func(ctx context.Context) ([]result[int64], error) {
+		cmds := runAll(ctx, m.c.rdb, s, func(i int) ([]string, []any) {
+			return []string{m.keys[i].lock}, args(m.keys[i])
+		}, len(m.keys))
+		res := make([]result[int64], len(cmds))
+		for i, cmd := range cmds {
+			res[i].v, res[i].err = cmd.Int64()
+		}
+		return res, nil
+	})
 }
 
-// runAll runs script once per key set in one pipeline (on a Cluster, go-redis splits it by
-// node), with the same args for each.
-func runAll(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, keys [][]string, args ...any) []*redis.Cmd {
-	return runAllArgs(ctx, rdb, s, keys, func(int) []any { return args })
-}
-
-// runAllArgs is runAll with per-call args. EVALSHA first; calls that met NOSCRIPT (a Redis
-// that has not seen the script: it did not run) are sent again with EVAL.
-func runAllArgs(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, keys [][]string, args func(i int) []any) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(keys))
+// runAll runs script n times in one pipeline (on a Cluster, go-redis splits it by node),
+// call i with the keys and args that call(i) returns. EVALSHA first; calls that met NOSCRIPT
+// (a Redis that has not seen the script: it did not run) are sent again with EVAL.
+func runAll(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, call func(i int) ([]string, []any), n int) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, n)
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range keys {
-			cmds[i] = s.EvalSha(ctx, p, keys[i], args(i)...)
+		for i := range n {
+			keys, args := call(i)
+			cmds[i] = s.EvalSha(ctx, p, keys, args...)
 		}
 		return nil
 	})
@@ -237,7 +260,8 @@ func runAllArgs(ctx context.Context, rdb redis.UniversalClient, s *redis.Script,
 	if len(redo) > 0 {
 		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range redo {
-				cmds[i] = s.Eval(ctx, p, keys[i], args(i)...)
+				keys, args := call(i)
+				cmds[i] = s.Eval(ctx, p, keys, args...)
 			}
 			return nil
 		})

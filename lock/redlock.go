@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/surgekit/surge/lua"
+	"github.com/surgekit/surge/redisctx"
 )
 
 // RedlockOptions configures a Redlock. Zero values take the defaults noted.
@@ -32,11 +32,14 @@ type RedlockOptions struct {
 // less the time the acquisition took and a clock-drift allowance. A failed acquisition, or a
 // failure part way, releases on every node.
 //
-// Fencing: each node draws a token as a simple lock does; the lock's token is the greatest of
-// those of the granting nodes, written back to them (LockFenceFloor) before Obtain returns.
-// Any later majority shares a node with this one, so it draws a greater token: tokens
-// increase across holders as long as the nodes keep their data (persistence, or a restarted
-// node kept out for a lease, as the Redlock paper requires).
+// Fencing: each node draws a token as a simple lock does (a hybrid logical clock, see the
+// package documentation); the lock's token is the greatest of those of the granting nodes,
+// written back to them (LockFenceFloor) before Obtain returns. Any later majority shares a
+// node with this one, so it draws a greater token while that node keeps its counter; a node
+// that lost it draws its clock's time, later than the earlier token unless the nodes' clocks
+// differ by more than the time between the two acquisitions. Mutual exclusion itself still
+// needs nodes that keep their data (persistence, or a restarted node kept out for a lease, as
+// the Redlock paper requires).
 type Redlock struct {
 	nodes []*Client
 	opts  RedlockOptions
@@ -89,20 +92,32 @@ func (r *Redlock) nodeTimeout(ttl time.Duration) time.Duration {
 	return max(ttl/20, 10*time.Millisecond)
 }
 
-// each runs fn on every node in parallel, each call bounded by timeout, and returns the
-// results in node order.
-func (r *Redlock) each(ctx context.Context, timeout time.Duration, nodes []int, fn func(ctx context.Context, c *Client) *redis.Cmd) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(r.nodes))
+// eachNode runs call on the nodes (indexes into r.nodes) in parallel, each through redisctx
+// under its own timeout, so a hung node costs the timeout and no more. late (if not nil)
+// receives the result of a call that ends after its node's timeout. Results are in node
+// order; nodes not asked have the zero result with ErrNotObtained.
+func eachNode[T any](ctx context.Context, r *Redlock, timeout time.Duration, nodes []int,
+	call func(ctx context.Context, c *Client) (T, error), late func(i int, v T, err error)) []result[T] {
+	res := make([]result[T], len(r.nodes))
+	for i := range res {
+		res[i].err = ErrNotObtained
+	}
 	var wg sync.WaitGroup
 	for _, i := range nodes {
 		wg.Go(func() {
 			nctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			cmds[i] = fn(nctx, r.nodes[i])
+			c := r.nodes[i]
+			var lateFn func(T, error)
+			if late != nil {
+				lateFn = func(v T, err error) { late(i, v, err) }
+			}
+			v, err := redisctx.DoThen(nctx, c.rdb, func(ctx context.Context) (T, error) { return call(ctx, c) }, lateFn)
+			res[i] = result[T]{v, err}
 		})
 	}
 	wg.Wait()
-	return cmds
+	return res
 }
 
 func (r *Redlock) all() []int {
@@ -114,8 +129,9 @@ func (r *Redlock) all() []int {
 }
 
 // Obtain takes the lock name on a quorum of the nodes (see LockOptions; Wait works as for
-// Client.Obtain, woken by any node's release message). When not obtained, the error wraps
-// ErrNotObtained and, if nodes failed, the last node error.
+// Client.Obtain, woken by any node's release message). Each node call is bounded by the node
+// timeout, so a hung node does not keep a majority from granting it. When not obtained, the
+// error wraps ErrNotObtained and, if nodes failed, the last node error.
 func (r *Redlock) Obtain(ctx context.Context, name string, o LockOptions) (*Lock, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
@@ -123,54 +139,60 @@ func (r *Redlock) Obtain(ctx context.Context, name string, o LockOptions) (*Lock
 	if r.reg.isClosed() {
 		return nil, ErrClosed
 	}
-	token := newToken()
 	ttl := o.Lease
 	if ttl <= 0 {
 		ttl = r.nodes[0].opts.WatchdogLease
 	}
 	drift, timeout := r.drift(ttl), r.nodeTimeout(ttl)
-	key, fenceKey := r.nodes[0].Key(name), r.nodes[0].fenceKey(name)
+	k := r.nodes[0].keysOf(name)
 	var fence int64
+	var token string
 	var start time.Time
 	var lastErr error
 	attempt := func(ctx context.Context) (bool, time.Duration, error) {
+		// A fresh token per attempt: the background cancel of a failed attempt must not
+		// release what a later one took.
+		tok := newToken()
 		start = time.Now()
-		cmds := r.each(ctx, timeout, r.all(), func(ctx context.Context, c *Client) *redis.Cmd {
-			return lua.LockObtain.Run(ctx, c.rdb, []string{key, fenceKey}, token, ms(ttl))
+		grants := eachNode(ctx, r, timeout, r.all(), func(ctx context.Context, c *Client) (grant, error) {
+			return obtainToken(ctx, c.rdb, k, tok, ttl)
+		}, func(i int, g grant, err error) { // answered after its timeout: not counted
+			if err != nil || g.taken {
+				r.nodes[i].cancelLater(tok, name)
+			}
 		})
 		var got []int
 		var best int64
 		retryIn := time.Duration(-1)
-		for i, cmd := range cmds {
-			res, err := cmd.Int64Slice()
-			switch {
-			case err != nil:
-				lastErr = fmt.Errorf("lock: redlock node %d: %w", i, err)
-			case res[0] == 1:
+		for i, res := range grants {
+			switch g := res.v; {
+			case res.err != nil:
+				lastErr = fmt.Errorf("lock: redlock node %d: %w", i, res.err)
+			case g.taken:
 				got = append(got, i)
-				best = max(best, res[1])
-			case res[1] >= 0 && (retryIn < 0 || time.Duration(res[1])*time.Millisecond < retryIn):
-				retryIn = time.Duration(res[1]) * time.Millisecond
+				best = max(best, g.fence)
+			case g.retryIn >= 0 && (retryIn < 0 || g.retryIn < retryIn):
+				retryIn = g.retryIn
 			}
 		}
 		if len(got) >= r.opts.Quorum {
 			raised := 0
-			for _, cmd := range r.each(ctx, timeout, got, func(ctx context.Context, c *Client) *redis.Cmd {
-				return lua.LockFenceFloor.Run(ctx, c.rdb, []string{fenceKey}, best)
-			}) {
-				if cmd != nil && cmd.Err() == nil {
+			for _, res := range eachNode(ctx, r, timeout, got, func(ctx context.Context, c *Client) (struct{}, error) {
+				return struct{}{}, raiseFence(ctx, c.rdb, k, best, ttl)
+			}, nil) {
+				if res.err == nil {
 					raised++
 				}
 			}
 			if raised >= r.opts.Quorum && time.Since(start) < ttl-drift {
-				fence = best
+				fence, token = best, tok
 				return true, 0, nil
 			}
 		}
-		// Not obtained: release everywhere (a node that timed out may have granted it).
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		r.releaseAll(rctx, name, token)
-		cancel()
+		// Not obtained: cancel everywhere (a node that timed out may have granted it).
+		for _, n := range r.nodes {
+			n.cancelLater(tok, name)
+		}
 		if ctx.Err() != nil {
 			return false, 0, ctx.Err()
 		}
@@ -183,7 +205,7 @@ func (r *Redlock) Obtain(ctx context.Context, name string, o LockOptions) (*Lock
 	}
 	watches := make([]watch, len(r.nodes))
 	for i, n := range r.nodes {
-		watches[i] = watch{n.subs, n.channel(name)}
+		watches[i] = watch{n.subs, k.channel}
 	}
 	if err := await(ctx, o.Wait, watches, r.reg.closed, attempt); err != nil {
 		if errors.Is(err, ErrNotObtained) && lastErr != nil {
@@ -197,13 +219,12 @@ func (r *Redlock) Obtain(ctx context.Context, name string, o LockOptions) (*Lock
 		begin := time.Now()
 		ok := 0
 		var nodeErr error
-		for i, cmd := range r.each(ctx, timeout, r.all(), func(ctx context.Context, c *Client) *redis.Cmd {
-			return lua.LockExtend.Run(ctx, c.rdb, []string{key}, token, ms(t+drift))
-		}) {
-			n, err := cmd.Int()
-			if err != nil {
-				nodeErr = fmt.Errorf("node %d: %w", i, err)
-			} else if n == 1 {
+		for i, res := range eachNode(ctx, r, timeout, r.all(), func(ctx context.Context, c *Client) (bool, error) {
+			return extendToken(ctx, c.rdb, k, token, t+drift)
+		}, nil) {
+			if res.err != nil {
+				nodeErr = fmt.Errorf("node %d: %w", i, res.err)
+			} else if res.v {
 				ok++
 			}
 		}
@@ -211,40 +232,36 @@ func (r *Redlock) Obtain(ctx context.Context, name string, o LockOptions) (*Lock
 			return nil
 		}
 		if nodeErr != nil {
-			return lost("%s extended on %d of %d nodes (quorum %d; %v)", key, ok, len(r.nodes), r.opts.Quorum, nodeErr)
+			return lost("%s extended on %d of %d nodes (quorum %d; %v)", k.lock, ok, len(r.nodes), r.opts.Quorum, nodeErr)
 		}
-		return lost("%s extended on %d of %d nodes (quorum %d)", key, ok, len(r.nodes), r.opts.Quorum)
+		return lost("%s extended on %d of %d nodes (quorum %d)", k.lock, ok, len(r.nodes), r.opts.Quorum)
 	})
 	l.ctx = l.lease.ctx
 	l.release = func(ctx context.Context) error {
-		released, err := r.releaseAll(ctx, name, token)
+		released, err := r.releaseAll(ctx, k, token, timeout)
 		switch {
 		case released >= r.opts.Quorum:
 			return nil
 		case err != nil:
 			return err
 		default:
-			return lost("%s was held on %d of %d nodes at release", key, released, len(r.nodes))
+			return lost("%s was held on %d of %d nodes at release", k.lock, released, len(r.nodes))
 		}
 	}
 	return l, nil
 }
 
-// releaseAll releases the lock on every node: how many still held it, and a node error.
-func (r *Redlock) releaseAll(ctx context.Context, name, token string) (int, error) {
-	timeout := r.nodeTimeout(r.nodes[0].opts.WatchdogLease)
-	if d, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(d), time.Millisecond)
-	}
+// releaseAll releases the lock on every node, each call bounded by ctx and the node timeout:
+// how many still held it, and a node error.
+func (r *Redlock) releaseAll(ctx context.Context, k keys, token string, timeout time.Duration) (int, error) {
 	released := 0
 	var firstErr error
-	for i, cmd := range r.each(ctx, timeout, r.all(), func(ctx context.Context, c *Client) *redis.Cmd {
-		return lua.LockRelease.Run(ctx, c.rdb, []string{c.Key(name)}, token, c.channel(name))
-	}) {
-		n, err := cmd.Int()
-		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("lock: redlock release on node %d: %w", i, err)
-		} else if n == 1 {
+	for i, res := range eachNode(ctx, r, timeout, r.all(), func(ctx context.Context, c *Client) (bool, error) {
+		return releaseToken(ctx, c.rdb, k, token)
+	}, nil) {
+		if res.err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("lock: redlock release on node %d: %w", i, res.err)
+		} else if res.v {
 			released++
 		}
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/surgekit/surge/lua"
+	"github.com/surgekit/surge/redisctx"
 )
 
 type ownerKey struct{}
@@ -33,20 +33,27 @@ func OwnerOf(ctx context.Context) (string, bool) {
 	return id, ok && id != ""
 }
 
-// Reentrant is a reentrant lock in the Redisson tradition: a Redis hash {owner -> hold
-// count} (plus the fencing token under the field ""), where the owner comes from the context
-// (WithOwner). The same owner may take it again (the count goes up, the fencing token stays
-// the first acquisition's); each Release or Unlock gives one hold back, and the last one
-// deletes the lock and wakes the waiters. A simple lock and a reentrant lock of the same
-// name exclude each other.
+// Reentrant is a reentrant lock in the Redisson tradition: a Redis hash holding the owner
+// (from the context, WithOwner), the fencing token and one field per hold. The same owner may
+// take it again (one more hold; the fencing token stays the first acquisition's); each
+// Release or Unlock gives one hold back, and the last one deletes the lock and wakes the
+// waiters. A simple lock and a reentrant lock of the same name exclude each other.
 //
 // In one process, the holds of one owner share one lease (and watchdog): the first
-// acquisition's LockOptions govern it. An owner id is best used by one process at a time.
+// acquisition's LockOptions govern it, and a nested acquisition pushes it back as it does the
+// key's expiry (never shortening either). Holds are given back only through the process that
+// took them (its handles, or Unlock with a handle's Context): another process cannot release
+// or shorten them while their holder believes it holds the lock. An owner id is best used by
+// one process at a time.
 type Reentrant struct {
 	c    *Client
 	name string
 	o    LockOptions
 }
+
+// ErrAmbiguousUnlock is returned by Reentrant.Unlock when the owner holds several handles of
+// the lock in this process and ctx does not say which one to give back.
+var ErrAmbiguousUnlock = errors.New("lock: Unlock: the owner holds several handles here; release one, or pass its Context")
 
 // NewReentrant returns the reentrant lock name with options o (o.Wait is set by each call).
 func (c *Client) NewReentrant(name string, o LockOptions) *Reentrant {
@@ -55,14 +62,19 @@ func (c *Client) NewReentrant(name string, o LockOptions) *Reentrant {
 
 type holdKey struct{ name, owner string }
 
-// hold is one owner's holds of one reentrant lock in this process.
+// handleKey is the context key of a reentrant handle (in its Context) for one lock.
+type handleKey struct {
+	c    *Client
+	name string
+}
+
+// hold is one owner's holds of one reentrant lock in this process: one acquisition in Redis
+// (one fence) and its handles, one per hold.
 type hold struct {
 	key     holdKey
+	fence   int64
 	lease   *lease
 	handles []*Lock // not yet released, oldest first
-	// superseded: Redis granted the owner a fresh acquisition while this hold's handles were
-	// still out, so they had lost the lock; their releases must not count down the new one.
-	superseded bool
 }
 
 // Lock waits until the lock is obtained (or re-entered) or ctx ends.
@@ -93,76 +105,82 @@ func (r *Reentrant) obtain(ctx context.Context, o LockOptions) (*Lock, error) {
 		owner = newToken()
 		ctx = WithOwner(ctx, owner)
 	}
-	keys := []string{c.Key(r.name), c.fenceKey(r.name)}
+	k := c.keysOf(r.name)
 	ttl := c.leaseOf(o)
-	var fence, holds int64
+	holdID := newToken()
+	var g grant
 	var start time.Time
 	attempt := func(ctx context.Context) (bool, time.Duration, error) {
 		start = time.Now()
-		res, err := lua.LockReentrantObtain.Run(ctx, c.rdb, keys, owner, ms(ttl)).Int64Slice()
+		var err error
+		g, err = c.acquire(ctx,
+			func(ctx context.Context) (grant, error) { return obtainHold(ctx, c.rdb, k, owner, holdID, ttl) },
+			func(ctx context.Context) error { return cancelHold(ctx, c.rdb, k, holdID) })
 		if err != nil {
-			if ctx.Err() != nil {
-				return false, 0, ctx.Err()
-			}
-			return false, 0, fmt.Errorf("lock: obtain %s: %w", keys[0], err)
+			return false, 0, fmt.Errorf("lock: obtain %s: %w", k.lock, err)
 		}
-		if res[0] == 1 {
-			fence, holds = res[1], res[2]
-			return true, 0, nil
-		}
-		return false, time.Duration(res[1]) * time.Millisecond, nil
+		return g.taken, g.retryIn, nil
 	}
-	ch := c.channel(r.name)
-	if err := await(ctx, o.Wait, []watch{{c.subs, ch}}, c.reg.closed, attempt); err != nil {
+	if err := await(ctx, o.Wait, []watch{{c.subs, k.channel}}, c.reg.closed, attempt); err != nil {
 		return nil, err
 	}
 	// Other goroutines of this owner waiting here can re-enter now.
-	c.subs.wakeOwner(ch, owner)
+	c.subs.wakeOwner(k.channel, owner)
+	return c.addHandle(ctx, r.name, owner, holdID, g.fence, start, ttl, o), nil
+}
 
-	hk := holdKey{r.name, owner}
+// addHandle makes the handle of a hold just taken (by a request sent at start): it joins the
+// owner's hold in this process, or starts one.
+func (c *Client) addHandle(ctx context.Context, name, owner, holdID string, fence int64, start time.Time, ttl time.Duration, o LockOptions) *Lock {
+	k := c.keysOf(name)
+	hk := holdKey{name, owner}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := c.holds[hk]
-	if h != nil && (holds == 1 || h.lease.ctx.Err() != nil) {
-		if holds == 1 {
-			// Redis granted a fresh acquisition: the local holds had lost the lock. Their
-			// watchdog stops now; their releases must not count the new hold down.
-			h.superseded = true
-			cause := lost("%s was lost and taken again by owner %q", keys[0], owner)
-			h.lease.end(cause)
-			for _, x := range h.handles { // now, not when the lease's AfterFunc runs
-				x.cancelOwn(cause)
-			}
+	if h != nil && h.fence != fence {
+		// Redis granted a fresh acquisition: the local holds had lost the lock. Their
+		// watchdog stops now, their handles are told so now (not when the lease's AfterFunc
+		// runs), and their releases will find their holds gone.
+		cause := lost("%s was lost and taken again by owner %q", k.lock, owner)
+		h.lease.end(cause)
+		for _, x := range h.handles {
+			x.cancelOwn(cause)
 		}
+		delete(c.holds, hk)
+		h = nil
+	}
+	if h != nil && !h.lease.prolong(start.Add(ttl), true) {
+		delete(c.holds, hk) // its lease ended: its handles are lost; this hold starts anew
 		h = nil
 	}
 	if h == nil {
-		h = &hold{key: hk}
+		h = &hold{key: hk, fence: fence}
 		h.lease = c.reg.startLease(ctx, start, ttl, o, func(ctx context.Context, ttl time.Duration) error {
-			n, err := lua.LockReentrantExtend.Run(ctx, c.rdb, keys[:1], owner, ms(ttl)).Int()
+			held, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (bool, error) { return extendOwner(ctx, c.rdb, k, owner, ttl) })
 			if err != nil {
-				return fmt.Errorf("lock: extend %s: %w", keys[0], err)
+				return fmt.Errorf("lock: extend %s: %w", k.lock, err)
 			}
-			if n == 0 {
-				return lost("%s is no longer held by owner %q", keys[0], owner)
+			if !held {
+				return lost("%s is no longer held by owner %q", k.lock, owner)
 			}
 			return nil
 		})
 		c.holds[hk] = h
 	}
-	hctx, hcancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	l := &Lock{names: []string{name}, fences: []int64{fence}, lease: h.lease, owner: owner}
+	hctx, hcancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), handleKey{c, name}, l))
 	leaseCtx := h.lease.ctx
 	stop := context.AfterFunc(leaseCtx, func() { hcancel(context.Cause(leaseCtx)) })
-	l := &Lock{names: []string{r.name}, fences: []int64{fence}, lease: h.lease, ctx: hctx}
+	l.ctx = hctx
 	l.cancelOwn = hcancel
 	l.unlink = func() { stop(); hcancel(nil) }
-	l.release = func(ctx context.Context) error { return c.releaseHold(ctx, h, l) }
+	l.release = func(ctx context.Context) error { return c.releaseHandle(ctx, h, l, holdID) }
 	h.handles = append(h.handles, l)
-	return l, nil
+	return l
 }
 
-// releaseHold gives back the hold of handle l; the last local handle ends the shared lease.
-func (c *Client) releaseHold(ctx context.Context, h *hold, l *Lock) error {
+// releaseHandle gives back the hold of handle l; the last local handle ends the shared lease.
+func (c *Client) releaseHandle(ctx context.Context, h *hold, l *Lock, holdID string) error {
 	c.mu.Lock()
 	for i, x := range h.handles {
 		if x == l {
@@ -174,64 +192,59 @@ func (c *Client) releaseHold(ctx context.Context, h *hold, l *Lock) error {
 	if last && c.holds[h.key] == h {
 		delete(c.holds, h.key)
 	}
-	superseded := h.superseded
 	c.mu.Unlock()
 	if last {
 		h.lease.end(nil)
 	}
-	if superseded {
-		return lost("%s was lost and taken again by owner %q", c.Key(h.key.name), h.key.owner)
-	}
-	n, err := c.unlockOwner(ctx, h.key.name, h.key.owner)
+	k := c.keysOf(h.key.name)
+	n, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (int64, error) { return releaseHold(ctx, c.rdb, k, holdID) })
 	if err != nil {
-		return err
+		return fmt.Errorf("lock: release %s: %w", k.lock, err)
 	}
-	if n < 0 {
-		return lost("%s is no longer held by owner %q", c.Key(h.key.name), h.key.owner)
+	if n == holdGone {
+		return lost("%s no longer has this hold of owner %q", k.lock, h.key.owner)
 	}
 	return nil
 }
 
-// unlockOwner runs the release script: holds left, or -1 if the owner held nothing.
-func (c *Client) unlockOwner(ctx context.Context, name, owner string) (int64, error) {
-	n, err := lua.LockReentrantRelease.Run(ctx, c.rdb, []string{c.Key(name)}, owner, c.channel(name)).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("lock: release %s: %w", c.Key(name), err)
-	}
-	return n, nil
-}
-
-// Unlock gives back one hold of the owner in ctx, Redisson style (without the handle): the
-// most recent handle this process holds for the owner is released; with none (the owner
-// took the lock in another process), one hold is given back in Redis directly. It returns
-// ErrNotOwner if ctx carries no owner or the owner holds nothing.
+// Unlock gives back one hold of the owner in ctx without the handle: the handle whose Context
+// ctx is (or derives from), or else the owner's only handle in this process. It returns
+// ErrNotOwner if ctx carries no owner or the owner holds no handle here (holds taken by
+// another process are given back by that process), ErrAmbiguousUnlock if the owner holds
+// several and ctx names none of them.
 func (r *Reentrant) Unlock(ctx context.Context) error {
 	owner, ok := OwnerOf(ctx)
 	if !ok {
 		return ErrNotOwner
 	}
-	c := r.c
-	c.mu.Lock()
-	var l *Lock
-	if h := c.holds[holdKey{r.name, owner}]; h != nil && len(h.handles) > 0 {
-		l = h.handles[len(h.handles)-1]
-	}
-	c.mu.Unlock()
-	if l != nil {
+	if l, ok := ctx.Value(handleKey{r.c, r.name}).(*Lock); ok && l.owner == owner {
 		return l.Release(ctx)
 	}
-	n, err := c.unlockOwner(ctx, r.name, owner)
-	if err != nil {
-		return err
+	c := r.c
+	c.mu.Lock()
+	var handles []*Lock
+	if h := c.holds[holdKey{r.name, owner}]; h != nil {
+		handles = h.handles
 	}
-	if n < 0 {
+	var only *Lock
+	if len(handles) == 1 {
+		only = handles[0]
+	}
+	n := len(handles)
+	c.mu.Unlock()
+	switch {
+	case n == 0:
 		return ErrNotOwner
+	case only == nil:
+		return ErrAmbiguousUnlock
 	}
-	return nil
+	return only.Release(ctx)
 }
 
-// Extend sets the remaining lease of the lock held by the owner in ctx to ttl. It returns
-// ErrNotOwner if ctx carries no owner or the owner does not hold the lock.
+// Extend extends the lease of the lock held by the owner in ctx to at least ttl. In the
+// process holding it, the shared local lease is set to ttl (see Lock.Extend); from another
+// process, only Redis's lease is extended, never shortened, so that the holder's belief stays
+// true. It returns ErrNotOwner if ctx carries no owner or the owner does not hold the lock.
 func (r *Reentrant) Extend(ctx context.Context, ttl time.Duration) error {
 	owner, ok := OwnerOf(ctx)
 	if !ok {
@@ -250,29 +263,33 @@ func (r *Reentrant) Extend(ctx context.Context, ttl time.Duration) error {
 		}
 		return ErrNotOwner
 	}
-	n, err := lua.LockReentrantExtend.Run(ctx, c.rdb, []string{c.Key(r.name)}, owner, ms(ttl)).Int()
+	k := c.keysOf(r.name)
+	held, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (bool, error) { return extendOwner(ctx, c.rdb, k, owner, ttl) })
 	if err != nil {
-		return fmt.Errorf("lock: extend %s: %w", c.Key(r.name), err)
+		return fmt.Errorf("lock: extend %s: %w", k.lock, err)
 	}
-	if n == 0 {
+	if !held {
 		return ErrNotOwner
 	}
 	return nil
 }
 
-// HoldCount is how many holds the owner in ctx has on the lock (0 without an owner).
+// HoldCount is how many holds the owner in ctx has on the lock, in all processes (0 without
+// an owner).
 func (r *Reentrant) HoldCount(ctx context.Context) (int, error) {
 	owner, ok := OwnerOf(ctx)
 	if !ok {
 		return 0, nil
 	}
 	key := r.c.Key(r.name)
-	n, err := r.c.rdb.HGet(ctx, key, owner).Int()
+	fields, err := redisctx.Do(ctx, r.c.rdb, func(ctx context.Context) (map[string]string, error) {
+		return r.c.rdb.HGetAll(ctx, key).Result()
+	})
 	switch {
-	case errors.Is(err, redis.Nil), redis.HasErrorPrefix(err, "WRONGTYPE"):
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
 		return 0, nil
 	case err != nil:
 		return 0, fmt.Errorf("lock: hold count %s: %w", key, err)
 	}
-	return n, nil
+	return countHolds(fields, owner), nil
 }

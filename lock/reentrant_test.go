@@ -52,7 +52,12 @@ func TestReentrant(t *testing.T) {
 		if err := rb.Unlock(bg); !errors.Is(err, lock.ErrNotOwner) {
 			t.Fatalf("Unlock without owner: %v", err)
 		}
-		// The owner may, from another client too (the owner is the context's, not the client's).
+		// Several handles here: Unlock must be told which one.
+		if err := ra.Unlock(alice); !errors.Is(err, lock.ErrAmbiguousUnlock) {
+			t.Fatalf("Unlock with %d handles and none named: %v", depth, err)
+		}
+		// The owner may extend from another client too (the owner is the context's, not the
+		// client's), never shortening the lease.
 		if err := rb.Extend(alice, time.Minute); err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +86,7 @@ func TestReentrant(t *testing.T) {
 				if err != nil {
 					t.Fatalf("release %d: %v", i, err)
 				}
-			} else if err := ra.Unlock(alice); err != nil { // Redisson style, without the handle
+			} else if err := ra.Unlock(held[i].Context()); err != nil { // without the handle
 				t.Fatalf("unlock %d: %v", i, err)
 			}
 			if i > 0 && held[0].Context().Err() != nil {

@@ -36,9 +36,10 @@ func openDB(t testing.TB) *sql.DB {
 	return db
 }
 
-// The protected write: read the counter, write it back plus one, guarded by the fence. A lost
-// update (two holders at once) shows in the final count, a stale fence as ErrStaleFence.
-const guardedIncrement = "UPDATE counter SET n = ?, fence = :fence WHERE id = 1 AND fence < :fence"
+// The protected write: read the counter, write it back plus one, guarded by the fence (the
+// documented form: a holder may write several times). A lost update (two holders at once)
+// shows in the final count, a stale fence as ErrStaleFence.
+const guardedIncrement = "UPDATE counter SET n = ?, fence = :fence WHERE id = 1 AND fence <= :fence"
 
 // TestMutualExclusion runs independent clients (own Redis connections, like processes), each
 // with goroutines taking the same lock, half as simple locks and half as reentrant locks of
@@ -228,7 +229,7 @@ func TestGuardedExecBinding(t *testing.T) {
 	if _, err := db.Exec("INSERT INTO notes VALUES (7, '', 0)"); err != nil {
 		t.Fatal(err)
 	}
-	q := "UPDATE notes SET body = CONCAT(?, ':fence'), fence = :fence WHERE id = ? AND fence < :fence"
+	q := "UPDATE notes SET body = CONCAT(?, ':fence'), fence = :fence WHERE id = ? AND fence <= :fence"
 	if _, err := lock.GuardedExec(ctx, db, q, 5, "x", 7); err != nil {
 		t.Fatal(err)
 	}
@@ -238,13 +239,53 @@ func TestGuardedExecBinding(t *testing.T) {
 	if body != "x:fence" || fence != 5 {
 		t.Fatalf("row = %q, %d", body, fence)
 	}
-	if _, err := lock.GuardedExec(ctx, db, q, 5, "y", 7); !errors.Is(err, lock.ErrStaleFence) {
-		t.Fatalf("equal fence: %v, want ErrStaleFence", err)
+	// The same holder writes again; an older one is refused.
+	if _, err := lock.GuardedExec(ctx, db, q, 5, "y", 7); err != nil {
+		t.Fatalf("second write with the same fence: %v", err)
+	}
+	if _, err := lock.GuardedExec(ctx, db, q, 4, "z", 7); !errors.Is(err, lock.ErrStaleFence) {
+		t.Fatalf("smaller fence: %v, want ErrStaleFence", err)
+	}
+	_ = db.QueryRow("SELECT body FROM notes WHERE id = 7").Scan(&body)
+	if body != "y:fence" {
+		t.Fatalf("body %q after the refused write, want the holder's y:fence", body)
 	}
 	if _, err := lock.GuardedExec(ctx, db, q, 6, "y"); err == nil {
 		t.Fatal("missing arg accepted")
 	}
 	if _, err := lock.GuardedExec(ctx, db, "UPDATE notes SET body = ? WHERE id = ?", 6, "y", 7); err == nil {
 		t.Fatal("query without :fence accepted")
+	}
+}
+
+// TestGuardedExecUnchangedRow: MySQL reports changed rows by default, so a guarded write that
+// leaves the row as it was is refused as stale (the safe side); with clientFoundRows=true the
+// driver counts matched rows and the write passes (lock/fence.go documents both).
+func TestGuardedExecUnchangedRow(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.MySQL(t)
+	open := func(dsn string) *sql.DB {
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return db
+	}
+	changed, found := open(dsn), open(dsn+"&clientFoundRows=true")
+	if _, err := changed.Exec("CREATE TABLE counter (id INT PRIMARY KEY, n BIGINT NOT NULL, fence BIGINT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := changed.Exec("INSERT INTO counter VALUES (1, 7, 5)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.GuardedExec(ctx, changed, guardedIncrement, 5, 7); !errors.Is(err, lock.ErrStaleFence) {
+		t.Fatalf("unchanged row, changed-rows count: %v, want ErrStaleFence", err)
+	}
+	if _, err := lock.GuardedExec(ctx, found, guardedIncrement, 5, 7); err != nil {
+		t.Fatalf("unchanged row, clientFoundRows=true: %v", err)
+	}
+	if _, err := lock.GuardedExec(ctx, found, guardedIncrement, 4, 7); !errors.Is(err, lock.ErrStaleFence) {
+		t.Fatalf("older fence, clientFoundRows=true: %v, want ErrStaleFence", err)
 	}
 }

@@ -2,6 +2,8 @@ package lock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -18,12 +20,17 @@ import (
 // every waiter of the lock: it comes after the subscription took effect (also after go-redis
 // reconnected and resubscribed), so a release published before that is never missed for good.
 // A lost message costs at most the holder's remaining lease: waiters also retry then.
+//
+// SUBSCRIBE and UNSUBSCRIBE are sent by one goroutine (sync), in the order the queues
+// changed, so a waiter never waits for them: on a hung Redis they block that goroutine only
+// (until the client's own timeouts), and the waiter retries when the holder's lease runs out.
 type subscriber struct {
 	rdb redis.UniversalClient
 
 	mu     sync.Mutex
 	ps     *redis.PubSub // nil until the first wait
-	done   chan struct{} // closed when the reader exits
+	kick   chan struct{} // the set of channels with waiters changed
+	done   chan struct{} // closed when the reader and sync have exited
 	queues map[string][]*waiter
 	closed bool
 }
@@ -44,35 +51,80 @@ func (w *waiter) wake() {
 }
 
 func newSubscriber(rdb redis.UniversalClient) *subscriber {
-	return &subscriber{rdb: rdb, queues: map[string][]*waiter{}}
+	return &subscriber{rdb: rdb, queues: map[string][]*waiter{}, kick: make(chan struct{}, 1)}
 }
 
-// join queues w for channel ch, subscribing to ch if w is its first waiter here.
-func (s *subscriber) join(ctx context.Context, ch string, w *waiter) error {
+// join queues w for channel ch; sync subscribes ch if w is its first waiter here.
+func (s *subscriber) join(ch string, w *waiter) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
 	if s.ps == nil {
-		s.ps = s.rdb.Subscribe(context.WithoutCancel(ctx))
+		s.ps = s.rdb.Subscribe(context.Background())
 		s.done = make(chan struct{})
-		go s.read(s.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)))
+		var wg sync.WaitGroup
+		wg.Go(func() { s.read(s.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))) })
+		wg.Go(s.sync)
+		go func() { wg.Wait(); close(s.done) }()
 	}
 	q, subscribed := s.queues[ch]
 	s.queues[ch] = append(q, w)
 	if !subscribed {
-		// Done under s.mu so that SUBSCRIBE and UNSUBSCRIBE of one channel reach Redis in the
-		// order of the queue changes. An error is not fatal: go-redis keeps the channel and
-		// subscribes it again when it reconnects (the confirmation then wakes w), and until
-		// then w retries when the holder's lease runs out.
-		_ = s.ps.Subscribe(ctx, ch)
+		s.changed()
 	}
 	return nil
 }
 
+// changed tells sync that the set of channels with waiters changed. Called with s.mu held.
+func (s *subscriber) changed() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sync brings the subscription in line with the channels that have waiters, until close.
+// go-redis keeps the channels it was asked to subscribe even when the call failed, and
+// subscribes them again when it reconnects (the confirmation then wakes their waiters).
+func (s *subscriber) sync() {
+	subscribed := map[string]bool{}
+	for range s.kick {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		var add, drop []string
+		for ch := range s.queues {
+			if !subscribed[ch] {
+				add = append(add, ch)
+			}
+		}
+		for ch := range subscribed {
+			if _, ok := s.queues[ch]; !ok {
+				drop = append(drop, ch)
+			}
+		}
+		s.mu.Unlock()
+		if len(add) > 0 {
+			_ = s.ps.Subscribe(context.Background(), add...)
+		}
+		if len(drop) > 0 {
+			_ = s.ps.Unsubscribe(context.Background(), drop...)
+		}
+		for _, ch := range add {
+			subscribed[ch] = true
+		}
+		for _, ch := range drop {
+			delete(subscribed, ch)
+		}
+	}
+}
+
 // leave takes w out of ch's queue. If w was first in line and leaves without the lock, the
-// next waiter is woken in its place; the last waiter to leave unsubscribes.
+// next waiter is woken in its place; the last waiter to leave has sync unsubscribe ch.
 func (s *subscriber) leave(ch string, w *waiter, obtained bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -87,9 +139,7 @@ func (s *subscriber) leave(ch string, w *waiter, obtained bool) {
 	q = append(q[:i], q[i+1:]...)
 	if len(q) == 0 {
 		delete(s.queues, ch)
-		if !s.closed {
-			_ = s.ps.Unsubscribe(context.Background(), ch)
-		}
+		s.changed()
 		return
 	}
 	s.queues[ch] = q
@@ -111,7 +161,6 @@ func (s *subscriber) wakeOwner(ch, owner string) {
 }
 
 func (s *subscriber) read(msgs <-chan any) {
-	defer close(s.done)
 	for m := range msgs {
 		switch m := m.(type) {
 		case *redis.Message:
@@ -137,6 +186,7 @@ func (s *subscriber) close() error {
 	s.mu.Lock()
 	s.closed = true
 	ps, done := s.ps, s.done
+	s.changed() // sync sees closed and exits
 	s.mu.Unlock()
 	if ps == nil {
 		return nil
@@ -162,26 +212,28 @@ const fallbackWait = time.Second
 // await runs attempt until it succeeds. Between attempts it waits for a wake-up on one of the
 // watches, for the holder's lease to run out, for the wait to end (ErrNotObtained), for ctx
 // (ctx.Err()) or for closed (ErrClosed). wait 0 tries once; < 0 waits as long as ctx.
-// The first attempt runs before subscribing, so an uncontended lock costs one round trip.
+// Attempts run under ctx bounded by the wait, so an attempt that Redis does not answer ends
+// with the wait, with its error. The first attempt runs before subscribing, so an uncontended
+// lock costs one round trip.
 func await(ctx context.Context, wait time.Duration, watches []watch, closed <-chan struct{}, attempt attemptFunc) error {
-	ok, _, err := attempt(ctx)
+	actx := ctx
+	if wait > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
+	ok, _, err := attempt(actx)
 	if err != nil || ok {
-		return err
+		return attemptErr(ctx, actx, err)
 	}
 	if wait == 0 {
 		return ErrNotObtained
-	}
-	var deadline <-chan time.Time
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		deadline = t.C
 	}
 	owner, _ := OwnerOf(ctx)
 	w := newWaiter(owner)
 	obtained := false
 	for i, wt := range watches {
-		if err := wt.s.join(ctx, wt.ch, w); err != nil {
+		if err := wt.s.join(wt.ch, w); err != nil {
 			for _, joined := range watches[:i] {
 				joined.s.leave(joined.ch, w, false)
 			}
@@ -197,9 +249,9 @@ func await(ctx context.Context, wait time.Duration, watches []watch, closed <-ch
 	defer retry.Stop()
 	for {
 		// Retry at once after joining: the lock may have been released in between.
-		ok, retryIn, err := attempt(ctx)
+		ok, retryIn, err := attempt(actx)
 		if err != nil {
-			return err
+			return attemptErr(ctx, actx, err)
 		}
 		if ok {
 			obtained = true
@@ -212,12 +264,25 @@ func await(ctx context.Context, wait time.Duration, watches []watch, closed <-ch
 		select {
 		case <-w.sig:
 		case <-retry.C:
-		case <-deadline:
-			return ErrNotObtained
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-actx.Done():
+			return attemptErr(ctx, actx, ErrNotObtained)
 		case <-closed:
 			return ErrClosed
 		}
 	}
+}
+
+// attemptErr is what a failed attempt under actx (ctx bounded by the wait) makes the caller
+// see: ctx.Err() once ctx has ended (what a caller whose ctx ended expects); ErrNotObtained if
+// the wait ended, wrapping the attempt's error if Redis had not answered by then; else err.
+func attemptErr(ctx, actx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case actx.Err() != nil && !errors.Is(err, ErrNotObtained):
+		return fmt.Errorf("%w: the wait ended before Redis answered: %w", ErrNotObtained, err)
+	}
+	return err
 }

@@ -12,10 +12,16 @@ import (
 //go:embed *.lua
 var files embed.FS
 
-func load(name string) *redis.Script {
-	src, err := files.ReadFile(name)
-	if err != nil {
-		panic("lua: missing embedded script " + name)
+// load joins the named files into one script, in order: shared Lua functions (such as
+// lock_fence.lua) first, the script's own file last. Redis has no include.
+func load(names ...string) *redis.Script {
+	var src []byte
+	for _, name := range names {
+		b, err := files.ReadFile(name)
+		if err != nil {
+			panic("lua: missing embedded script " + name)
+		}
+		src = append(src, b...)
 	}
 	return redis.NewScript(string(src))
 }
@@ -49,19 +55,24 @@ var (
 	// BloomRebuildAbort drops a half-built Bloom filter and releases the lease.
 	BloomRebuildAbort = load("bloom_rebuild_abort.lua")
 
-	// LockObtain takes a lock (SET NX PX) and draws its fencing token (INCR), or reports how
-	// long the holder's lease has left.
-	LockObtain = load("lock_obtain.lua")
-	// LockRelease deletes a lock if the caller's token still holds it and publishes the release.
+	// LockObtain takes a lock (SET NX PX) and draws its fencing token (lock_fence.lua), or
+	// reports how long the holder's lease has left; a tombstone left by LockRelease makes it
+	// fail.
+	LockObtain = load("lock_fence.lua", "lock_obtain.lua")
+	// LockRelease deletes a lock if the caller's token still holds it and publishes the
+	// release; given a tombstone key, it also cancels an acquisition that has not run yet.
 	LockRelease = load("lock_release.lua")
 	// LockExtend resets a lock's lease if the caller's token still holds it.
 	LockExtend = load("lock_extend.lua")
-	// LockReentrantObtain takes a reentrant lock (a hash owner -> hold count) or counts one more
-	// hold by its owner; the fencing token is drawn at the first acquisition only.
-	LockReentrantObtain = load("lock_reentrant_obtain.lua")
+	// LockReentrantObtain takes a reentrant lock (a hash of the owner, the fence and one field
+	// per hold) or adds a hold by its owner; the fencing token is drawn at the first
+	// acquisition only.
+	LockReentrantObtain = load("lock_fence.lua", "lock_reentrant_obtain.lua")
 	// LockReentrantRelease gives back one hold; the last one deletes the lock and publishes.
+	// Given a tombstone key, it also cancels an acquisition that has not run yet.
 	LockReentrantRelease = load("lock_reentrant_release.lua")
-	// LockReentrantExtend resets a reentrant lock's lease if the owner holds it.
+	// LockReentrantExtend extends a reentrant lock's lease to at least a duration if the owner
+	// holds it; it never shortens it.
 	LockReentrantExtend = load("lock_reentrant_extend.lua")
 	// LockFenceFloor raises a fence counter to at least a value (Redlock's monotonic fence).
 	LockFenceFloor = load("lock_fence_floor.lua")

@@ -1,0 +1,68 @@
+package lock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/internal/testenv"
+)
+
+// TestCancelOvertakesAcquire: the cancel of an abandoned acquisition can reach Redis before
+// the acquisition itself (both stuck in a hung Redis's input buffers, run in any order once it
+// resumes). The acquisition must then fail instead of taking the lock for nobody.
+func TestCancelOvertakesAcquire(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		c := New(rdb, Options{})
+		defer c.Close()
+		const lease = 10 * time.Second
+		k := c.keysOf("test:overtaken:" + newToken()[:12])
+		defer rdb.Del(ctx, k.fence)
+
+		token := newToken()
+		if err := cancelToken(ctx, rdb, k, token); err != nil {
+			t.Fatal(err)
+		}
+		g, err := obtainToken(ctx, rdb, k, token, lease)
+		if err != nil || g.taken {
+			t.Fatalf("simple acquisition after its cancel: %+v, %v; want not taken", g, err)
+		}
+		if ttl := rdb.PTTL(ctx, k.tombstone(token)).Val(); ttl <= 0 || ttl > tombstoneTTL {
+			t.Fatalf("tombstone PTTL %v, want at most %v", ttl, tombstoneTTL)
+		}
+
+		holdID := newToken()
+		if err := cancelHold(ctx, rdb, k, holdID); err != nil {
+			t.Fatal(err)
+		}
+		g, err = obtainHold(ctx, rdb, k, "owner", holdID, lease)
+		if err != nil || g.taken {
+			t.Fatalf("reentrant acquisition after its cancel: %+v, %v; want not taken", g, err)
+		}
+		if n := rdb.Exists(ctx, k.lock).Val(); n != 0 {
+			t.Fatal("a cancelled acquisition took the lock")
+		}
+
+		// In the usual order the cancel gives back exactly the hold it names.
+		other, mine := newToken(), newToken()
+		for _, id := range []string{other, mine} {
+			if g, err := obtainHold(ctx, rdb, k, "owner", id, lease); err != nil || !g.taken {
+				t.Fatalf("hold %s: %+v, %v", id, g, err)
+			}
+		}
+		if err := cancelHold(ctx, rdb, k, mine); err != nil {
+			t.Fatal(err)
+		}
+		fields := rdb.HGetAll(ctx, k.lock).Val()
+		if countHolds(fields, "owner") != 1 || fields[other] == "" {
+			t.Fatalf("after cancelling one of two holds: %v", fields)
+		}
+		if n, err := releaseHold(ctx, rdb, k, other); err != nil || n != 0 {
+			t.Fatalf("last hold's release: %d, %v", n, err)
+		}
+		rdb.Del(ctx, k.tombstone(token), k.tombstone(holdID))
+	})
+}
