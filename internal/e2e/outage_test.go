@@ -161,13 +161,21 @@ func TestDatabaseOutOfConnectionsIsUnavailable(t *testing.T) {
 
 // TestSessionStoreOutageIsUnavailable: while Redis is down (here: killed, then restarted), a
 // request with a token is answered with a GraphQL error UNAVAILABLE, HTTP 503 and
-// Retry-After, in the response type the client asked for; it used to be a text/plain 503
-// "session store unavailable". Fields that need Redis answer UNAVAILABLE too.
+// Retry-After, in the response type the client asked for (it used to be a text/plain 503
+// "session store unavailable"); an operation over a WebSocket gets UNAVAILABLE. Fields that
+// need Redis answer UNAVAILABLE too.
 func TestSessionStoreOutageIsUnavailable(t *testing.T) {
 	redisSrv := testenv.StartRedis(t)
 	e := start(t, func(c *app.Config) { c.RedisAddrs = []string{redisSrv.Addr} })
 	u := e.login(testenv.Phone())
+	ws := e.ws(map[string]any{"Authorization": "Bearer " + u}, nil)
 	redisSrv.Kill()
+
+	// Over a WebSocket, each operation re-checks the session: UNAVAILABLE too.
+	ws.subscribe("1", `{ me { id } }`, nil)
+	if err := ws.nextError("1"); code(err) != "UNAVAILABLE" {
+		t.Fatalf("operation over a WebSocket with Redis down: %+v, want UNAVAILABLE", err)
+	}
 
 	for _, accept := range []string{"", "application/json", "application/graphql-response+json"} {
 		body, _ := json.Marshal(map[string]any{"query": `{ me { id } }`})
