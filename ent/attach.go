@@ -9,6 +9,13 @@ func (c *SeckillOrderClient) Attach(e *SeckillOrder) *SeckillOrder {
 	return e
 }
 
+// Attach binds a SeckillOrderAlias that was decoded outside ent (for example from a cache) to
+// this client, so that its edges can be queried. It returns e.
+func (c *SeckillOrderAliasClient) Attach(e *SeckillOrderAlias) *SeckillOrderAlias {
+	e.config = c.config
+	return e
+}
+
 // Attach binds a Shop that was decoded outside ent (for example from a cache) to
 // this client, so that its edges can be queried. It returns e.
 func (c *ShopClient) Attach(e *Shop) *Shop {

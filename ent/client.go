@@ -16,6 +16,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/ent/seckillorderalias"
 	"github.com/surgekit/surge/ent/shop"
 	"github.com/surgekit/surge/ent/shoptype"
 	"github.com/surgekit/surge/ent/user"
@@ -31,6 +32,8 @@ type Client struct {
 	Schema *migrate.Schema
 	// SeckillOrder is the client for interacting with the SeckillOrder builders.
 	SeckillOrder *SeckillOrderClient
+	// SeckillOrderAlias is the client for interacting with the SeckillOrderAlias builders.
+	SeckillOrderAlias *SeckillOrderAliasClient
 	// Shop is the client for interacting with the Shop builders.
 	Shop *ShopClient
 	// ShopType is the client for interacting with the ShopType builders.
@@ -51,6 +54,7 @@ func NewClient(opts ...Option) *Client {
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
 	c.SeckillOrder = NewSeckillOrderClient(c.config)
+	c.SeckillOrderAlias = NewSeckillOrderAliasClient(c.config)
 	c.Shop = NewShopClient(c.config)
 	c.ShopType = NewShopTypeClient(c.config)
 	c.User = NewUserClient(c.config)
@@ -145,13 +149,14 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:          ctx,
-		config:       cfg,
-		SeckillOrder: NewSeckillOrderClient(cfg),
-		Shop:         NewShopClient(cfg),
-		ShopType:     NewShopTypeClient(cfg),
-		User:         NewUserClient(cfg),
-		Voucher:      NewVoucherClient(cfg),
+		ctx:               ctx,
+		config:            cfg,
+		SeckillOrder:      NewSeckillOrderClient(cfg),
+		SeckillOrderAlias: NewSeckillOrderAliasClient(cfg),
+		Shop:              NewShopClient(cfg),
+		ShopType:          NewShopTypeClient(cfg),
+		User:              NewUserClient(cfg),
+		Voucher:           NewVoucherClient(cfg),
 	}, nil
 }
 
@@ -169,13 +174,14 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:          ctx,
-		config:       cfg,
-		SeckillOrder: NewSeckillOrderClient(cfg),
-		Shop:         NewShopClient(cfg),
-		ShopType:     NewShopTypeClient(cfg),
-		User:         NewUserClient(cfg),
-		Voucher:      NewVoucherClient(cfg),
+		ctx:               ctx,
+		config:            cfg,
+		SeckillOrder:      NewSeckillOrderClient(cfg),
+		SeckillOrderAlias: NewSeckillOrderAliasClient(cfg),
+		Shop:              NewShopClient(cfg),
+		ShopType:          NewShopTypeClient(cfg),
+		User:              NewUserClient(cfg),
+		Voucher:           NewVoucherClient(cfg),
 	}, nil
 }
 
@@ -204,21 +210,21 @@ func (c *Client) Close() error {
 // Use adds the mutation hooks to all the entity clients.
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
-	c.SeckillOrder.Use(hooks...)
-	c.Shop.Use(hooks...)
-	c.ShopType.Use(hooks...)
-	c.User.Use(hooks...)
-	c.Voucher.Use(hooks...)
+	for _, n := range []interface{ Use(...Hook) }{
+		c.SeckillOrder, c.SeckillOrderAlias, c.Shop, c.ShopType, c.User, c.Voucher,
+	} {
+		n.Use(hooks...)
+	}
 }
 
 // Intercept adds the query interceptors to all the entity clients.
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
-	c.SeckillOrder.Intercept(interceptors...)
-	c.Shop.Intercept(interceptors...)
-	c.ShopType.Intercept(interceptors...)
-	c.User.Intercept(interceptors...)
-	c.Voucher.Intercept(interceptors...)
+	for _, n := range []interface{ Intercept(...Interceptor) }{
+		c.SeckillOrder, c.SeckillOrderAlias, c.Shop, c.ShopType, c.User, c.Voucher,
+	} {
+		n.Intercept(interceptors...)
+	}
 }
 
 // Mutate implements the ent.Mutator interface.
@@ -226,6 +232,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
 	case *SeckillOrderMutation:
 		return c.SeckillOrder.mutate(ctx, m)
+	case *SeckillOrderAliasMutation:
+		return c.SeckillOrderAlias.mutate(ctx, m)
 	case *ShopMutation:
 		return c.Shop.mutate(ctx, m)
 	case *ShopTypeMutation:
@@ -401,6 +409,139 @@ func (c *SeckillOrderClient) mutate(ctx context.Context, m *SeckillOrderMutation
 		return (&SeckillOrderDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown SeckillOrder mutation op: %q", m.Op())
+	}
+}
+
+// SeckillOrderAliasClient is a client for the SeckillOrderAlias schema.
+type SeckillOrderAliasClient struct {
+	config
+}
+
+// NewSeckillOrderAliasClient returns a client for the SeckillOrderAlias from the given config.
+func NewSeckillOrderAliasClient(c config) *SeckillOrderAliasClient {
+	return &SeckillOrderAliasClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `seckillorderalias.Hooks(f(g(h())))`.
+func (c *SeckillOrderAliasClient) Use(hooks ...Hook) {
+	c.hooks.SeckillOrderAlias = append(c.hooks.SeckillOrderAlias, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `seckillorderalias.Intercept(f(g(h())))`.
+func (c *SeckillOrderAliasClient) Intercept(interceptors ...Interceptor) {
+	c.inters.SeckillOrderAlias = append(c.inters.SeckillOrderAlias, interceptors...)
+}
+
+// Create returns a builder for creating a SeckillOrderAlias entity.
+func (c *SeckillOrderAliasClient) Create() *SeckillOrderAliasCreate {
+	mutation := newSeckillOrderAliasMutation(c.config, OpCreate)
+	return &SeckillOrderAliasCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of SeckillOrderAlias entities.
+func (c *SeckillOrderAliasClient) CreateBulk(builders ...*SeckillOrderAliasCreate) *SeckillOrderAliasCreateBulk {
+	return &SeckillOrderAliasCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *SeckillOrderAliasClient) MapCreateBulk(slice any, setFunc func(*SeckillOrderAliasCreate, int)) *SeckillOrderAliasCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &SeckillOrderAliasCreateBulk{err: fmt.Errorf("calling to SeckillOrderAliasClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*SeckillOrderAliasCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &SeckillOrderAliasCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for SeckillOrderAlias.
+func (c *SeckillOrderAliasClient) Update() *SeckillOrderAliasUpdate {
+	mutation := newSeckillOrderAliasMutation(c.config, OpUpdate)
+	return &SeckillOrderAliasUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *SeckillOrderAliasClient) UpdateOne(_m *SeckillOrderAlias) *SeckillOrderAliasUpdateOne {
+	mutation := newSeckillOrderAliasMutation(c.config, OpUpdateOne, withSeckillOrderAlias(_m))
+	return &SeckillOrderAliasUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *SeckillOrderAliasClient) UpdateOneID(id int) *SeckillOrderAliasUpdateOne {
+	mutation := newSeckillOrderAliasMutation(c.config, OpUpdateOne, withSeckillOrderAliasID(id))
+	return &SeckillOrderAliasUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for SeckillOrderAlias.
+func (c *SeckillOrderAliasClient) Delete() *SeckillOrderAliasDelete {
+	mutation := newSeckillOrderAliasMutation(c.config, OpDelete)
+	return &SeckillOrderAliasDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *SeckillOrderAliasClient) DeleteOne(_m *SeckillOrderAlias) *SeckillOrderAliasDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *SeckillOrderAliasClient) DeleteOneID(id int) *SeckillOrderAliasDeleteOne {
+	builder := c.Delete().Where(seckillorderalias.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &SeckillOrderAliasDeleteOne{builder}
+}
+
+// Query returns a query builder for SeckillOrderAlias.
+func (c *SeckillOrderAliasClient) Query() *SeckillOrderAliasQuery {
+	return &SeckillOrderAliasQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeSeckillOrderAlias},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a SeckillOrderAlias entity by its id.
+func (c *SeckillOrderAliasClient) Get(ctx context.Context, id int) (*SeckillOrderAlias, error) {
+	return c.Query().Where(seckillorderalias.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *SeckillOrderAliasClient) GetX(ctx context.Context, id int) *SeckillOrderAlias {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *SeckillOrderAliasClient) Hooks() []Hook {
+	return c.hooks.SeckillOrderAlias
+}
+
+// Interceptors returns the client interceptors.
+func (c *SeckillOrderAliasClient) Interceptors() []Interceptor {
+	return c.inters.SeckillOrderAlias
+}
+
+func (c *SeckillOrderAliasClient) mutate(ctx context.Context, m *SeckillOrderAliasMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&SeckillOrderAliasCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&SeckillOrderAliasUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&SeckillOrderAliasUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&SeckillOrderAliasDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown SeckillOrderAlias mutation op: %q", m.Op())
 	}
 }
 
@@ -1035,10 +1176,10 @@ func (c *VoucherClient) mutate(ctx context.Context, m *VoucherMutation) (Value, 
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		SeckillOrder, Shop, ShopType, User, Voucher []ent.Hook
+		SeckillOrder, SeckillOrderAlias, Shop, ShopType, User, Voucher []ent.Hook
 	}
 	inters struct {
-		SeckillOrder, Shop, ShopType, User, Voucher []ent.Interceptor
+		SeckillOrder, SeckillOrderAlias, Shop, ShopType, User, Voucher []ent.Interceptor
 	}
 )
 

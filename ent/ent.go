@@ -13,6 +13,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/ent/seckillorderalias"
 	"github.com/surgekit/surge/ent/shop"
 	"github.com/surgekit/surge/ent/shoptype"
 	"github.com/surgekit/surge/ent/user"
@@ -77,11 +78,12 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			seckillorder.Table: seckillorder.ValidColumn,
-			shop.Table:         shop.ValidColumn,
-			shoptype.Table:     shoptype.ValidColumn,
-			user.Table:         user.ValidColumn,
-			voucher.Table:      voucher.ValidColumn,
+			seckillorder.Table:      seckillorder.ValidColumn,
+			seckillorderalias.Table: seckillorderalias.ValidColumn,
+			shop.Table:              shop.ValidColumn,
+			shoptype.Table:          shoptype.ValidColumn,
+			user.Table:              user.ValidColumn,
+			voucher.Table:           voucher.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -13,6 +13,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"github.com/surgekit/surge/ent/predicate"
 	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/ent/seckillorderalias"
 	"github.com/surgekit/surge/ent/shop"
 	"github.com/surgekit/surge/ent/shoptype"
 	"github.com/surgekit/surge/ent/user"
@@ -28,11 +29,12 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeSeckillOrder = "SeckillOrder"
-	TypeShop         = "Shop"
-	TypeShopType     = "ShopType"
-	TypeUser         = "User"
-	TypeVoucher      = "Voucher"
+	TypeSeckillOrder      = "SeckillOrder"
+	TypeSeckillOrderAlias = "SeckillOrderAlias"
+	TypeShop              = "Shop"
+	TypeShopType          = "ShopType"
+	TypeUser              = "User"
+	TypeVoucher           = "Voucher"
 )
 
 // SeckillOrderMutation represents an operation that mutates the SeckillOrder nodes in the graph.
@@ -760,6 +762,737 @@ func (m *SeckillOrderMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown SeckillOrder edge %s", name)
+}
+
+// SeckillOrderAliasMutation represents an operation that mutates the SeckillOrderAlias nodes in the graph.
+type SeckillOrderAliasMutation struct {
+	config
+	op             Op
+	typ            string
+	id             *int
+	user_id        *int
+	adduser_id     *int
+	voucher_id     *int
+	addvoucher_id  *int
+	admitted_id    *int
+	addadmitted_id *int
+	order_id       *int
+	addorder_id    *int
+	reason         *seckillorderalias.Reason
+	created_at     *time.Time
+	clearedFields  map[string]struct{}
+	done           bool
+	oldValue       func(context.Context) (*SeckillOrderAlias, error)
+	predicates     []predicate.SeckillOrderAlias
+}
+
+var _ ent.Mutation = (*SeckillOrderAliasMutation)(nil)
+
+// seckillorderaliasOption allows management of the mutation configuration using functional options.
+type seckillorderaliasOption func(*SeckillOrderAliasMutation)
+
+// newSeckillOrderAliasMutation creates new mutation for the SeckillOrderAlias entity.
+func newSeckillOrderAliasMutation(c config, op Op, opts ...seckillorderaliasOption) *SeckillOrderAliasMutation {
+	m := &SeckillOrderAliasMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeSeckillOrderAlias,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withSeckillOrderAliasID sets the ID field of the mutation.
+func withSeckillOrderAliasID(id int) seckillorderaliasOption {
+	return func(m *SeckillOrderAliasMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *SeckillOrderAlias
+		)
+		m.oldValue = func(ctx context.Context) (*SeckillOrderAlias, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().SeckillOrderAlias.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withSeckillOrderAlias sets the old SeckillOrderAlias of the mutation.
+func withSeckillOrderAlias(node *SeckillOrderAlias) seckillorderaliasOption {
+	return func(m *SeckillOrderAliasMutation) {
+		m.oldValue = func(context.Context) (*SeckillOrderAlias, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m SeckillOrderAliasMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m SeckillOrderAliasMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *SeckillOrderAliasMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *SeckillOrderAliasMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().SeckillOrderAlias.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetUserID sets the "user_id" field.
+func (m *SeckillOrderAliasMutation) SetUserID(i int) {
+	m.user_id = &i
+	m.adduser_id = nil
+}
+
+// UserID returns the value of the "user_id" field in the mutation.
+func (m *SeckillOrderAliasMutation) UserID() (r int, exists bool) {
+	v := m.user_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUserID returns the old "user_id" field's value of the SeckillOrderAlias entity.
+// If the SeckillOrderAlias object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SeckillOrderAliasMutation) OldUserID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUserID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUserID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUserID: %w", err)
+	}
+	return oldValue.UserID, nil
+}
+
+// AddUserID adds i to the "user_id" field.
+func (m *SeckillOrderAliasMutation) AddUserID(i int) {
+	if m.adduser_id != nil {
+		*m.adduser_id += i
+	} else {
+		m.adduser_id = &i
+	}
+}
+
+// AddedUserID returns the value that was added to the "user_id" field in this mutation.
+func (m *SeckillOrderAliasMutation) AddedUserID() (r int, exists bool) {
+	v := m.adduser_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetUserID resets all changes to the "user_id" field.
+func (m *SeckillOrderAliasMutation) ResetUserID() {
+	m.user_id = nil
+	m.adduser_id = nil
+}
+
+// SetVoucherID sets the "voucher_id" field.
+func (m *SeckillOrderAliasMutation) SetVoucherID(i int) {
+	m.voucher_id = &i
+	m.addvoucher_id = nil
+}
+
+// VoucherID returns the value of the "voucher_id" field in the mutation.
+func (m *SeckillOrderAliasMutation) VoucherID() (r int, exists bool) {
+	v := m.voucher_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldVoucherID returns the old "voucher_id" field's value of the SeckillOrderAlias entity.
+// If the SeckillOrderAlias object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SeckillOrderAliasMutation) OldVoucherID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldVoucherID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldVoucherID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldVoucherID: %w", err)
+	}
+	return oldValue.VoucherID, nil
+}
+
+// AddVoucherID adds i to the "voucher_id" field.
+func (m *SeckillOrderAliasMutation) AddVoucherID(i int) {
+	if m.addvoucher_id != nil {
+		*m.addvoucher_id += i
+	} else {
+		m.addvoucher_id = &i
+	}
+}
+
+// AddedVoucherID returns the value that was added to the "voucher_id" field in this mutation.
+func (m *SeckillOrderAliasMutation) AddedVoucherID() (r int, exists bool) {
+	v := m.addvoucher_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetVoucherID resets all changes to the "voucher_id" field.
+func (m *SeckillOrderAliasMutation) ResetVoucherID() {
+	m.voucher_id = nil
+	m.addvoucher_id = nil
+}
+
+// SetAdmittedID sets the "admitted_id" field.
+func (m *SeckillOrderAliasMutation) SetAdmittedID(i int) {
+	m.admitted_id = &i
+	m.addadmitted_id = nil
+}
+
+// AdmittedID returns the value of the "admitted_id" field in the mutation.
+func (m *SeckillOrderAliasMutation) AdmittedID() (r int, exists bool) {
+	v := m.admitted_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAdmittedID returns the old "admitted_id" field's value of the SeckillOrderAlias entity.
+// If the SeckillOrderAlias object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SeckillOrderAliasMutation) OldAdmittedID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAdmittedID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAdmittedID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAdmittedID: %w", err)
+	}
+	return oldValue.AdmittedID, nil
+}
+
+// AddAdmittedID adds i to the "admitted_id" field.
+func (m *SeckillOrderAliasMutation) AddAdmittedID(i int) {
+	if m.addadmitted_id != nil {
+		*m.addadmitted_id += i
+	} else {
+		m.addadmitted_id = &i
+	}
+}
+
+// AddedAdmittedID returns the value that was added to the "admitted_id" field in this mutation.
+func (m *SeckillOrderAliasMutation) AddedAdmittedID() (r int, exists bool) {
+	v := m.addadmitted_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAdmittedID resets all changes to the "admitted_id" field.
+func (m *SeckillOrderAliasMutation) ResetAdmittedID() {
+	m.admitted_id = nil
+	m.addadmitted_id = nil
+}
+
+// SetOrderID sets the "order_id" field.
+func (m *SeckillOrderAliasMutation) SetOrderID(i int) {
+	m.order_id = &i
+	m.addorder_id = nil
+}
+
+// OrderID returns the value of the "order_id" field in the mutation.
+func (m *SeckillOrderAliasMutation) OrderID() (r int, exists bool) {
+	v := m.order_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOrderID returns the old "order_id" field's value of the SeckillOrderAlias entity.
+// If the SeckillOrderAlias object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SeckillOrderAliasMutation) OldOrderID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOrderID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOrderID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOrderID: %w", err)
+	}
+	return oldValue.OrderID, nil
+}
+
+// AddOrderID adds i to the "order_id" field.
+func (m *SeckillOrderAliasMutation) AddOrderID(i int) {
+	if m.addorder_id != nil {
+		*m.addorder_id += i
+	} else {
+		m.addorder_id = &i
+	}
+}
+
+// AddedOrderID returns the value that was added to the "order_id" field in this mutation.
+func (m *SeckillOrderAliasMutation) AddedOrderID() (r int, exists bool) {
+	v := m.addorder_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetOrderID resets all changes to the "order_id" field.
+func (m *SeckillOrderAliasMutation) ResetOrderID() {
+	m.order_id = nil
+	m.addorder_id = nil
+}
+
+// SetReason sets the "reason" field.
+func (m *SeckillOrderAliasMutation) SetReason(s seckillorderalias.Reason) {
+	m.reason = &s
+}
+
+// Reason returns the value of the "reason" field in the mutation.
+func (m *SeckillOrderAliasMutation) Reason() (r seckillorderalias.Reason, exists bool) {
+	v := m.reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReason returns the old "reason" field's value of the SeckillOrderAlias entity.
+// If the SeckillOrderAlias object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SeckillOrderAliasMutation) OldReason(ctx context.Context) (v seckillorderalias.Reason, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReason: %w", err)
+	}
+	return oldValue.Reason, nil
+}
+
+// ResetReason resets all changes to the "reason" field.
+func (m *SeckillOrderAliasMutation) ResetReason() {
+	m.reason = nil
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *SeckillOrderAliasMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *SeckillOrderAliasMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the SeckillOrderAlias entity.
+// If the SeckillOrderAlias object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SeckillOrderAliasMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *SeckillOrderAliasMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// Where appends a list predicates to the SeckillOrderAliasMutation builder.
+func (m *SeckillOrderAliasMutation) Where(ps ...predicate.SeckillOrderAlias) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the SeckillOrderAliasMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *SeckillOrderAliasMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.SeckillOrderAlias, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *SeckillOrderAliasMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *SeckillOrderAliasMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (SeckillOrderAlias).
+func (m *SeckillOrderAliasMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *SeckillOrderAliasMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.user_id != nil {
+		fields = append(fields, seckillorderalias.FieldUserID)
+	}
+	if m.voucher_id != nil {
+		fields = append(fields, seckillorderalias.FieldVoucherID)
+	}
+	if m.admitted_id != nil {
+		fields = append(fields, seckillorderalias.FieldAdmittedID)
+	}
+	if m.order_id != nil {
+		fields = append(fields, seckillorderalias.FieldOrderID)
+	}
+	if m.reason != nil {
+		fields = append(fields, seckillorderalias.FieldReason)
+	}
+	if m.created_at != nil {
+		fields = append(fields, seckillorderalias.FieldCreatedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *SeckillOrderAliasMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case seckillorderalias.FieldUserID:
+		return m.UserID()
+	case seckillorderalias.FieldVoucherID:
+		return m.VoucherID()
+	case seckillorderalias.FieldAdmittedID:
+		return m.AdmittedID()
+	case seckillorderalias.FieldOrderID:
+		return m.OrderID()
+	case seckillorderalias.FieldReason:
+		return m.Reason()
+	case seckillorderalias.FieldCreatedAt:
+		return m.CreatedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *SeckillOrderAliasMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case seckillorderalias.FieldUserID:
+		return m.OldUserID(ctx)
+	case seckillorderalias.FieldVoucherID:
+		return m.OldVoucherID(ctx)
+	case seckillorderalias.FieldAdmittedID:
+		return m.OldAdmittedID(ctx)
+	case seckillorderalias.FieldOrderID:
+		return m.OldOrderID(ctx)
+	case seckillorderalias.FieldReason:
+		return m.OldReason(ctx)
+	case seckillorderalias.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown SeckillOrderAlias field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SeckillOrderAliasMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case seckillorderalias.FieldUserID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUserID(v)
+		return nil
+	case seckillorderalias.FieldVoucherID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetVoucherID(v)
+		return nil
+	case seckillorderalias.FieldAdmittedID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAdmittedID(v)
+		return nil
+	case seckillorderalias.FieldOrderID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOrderID(v)
+		return nil
+	case seckillorderalias.FieldReason:
+		v, ok := value.(seckillorderalias.Reason)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReason(v)
+		return nil
+	case seckillorderalias.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SeckillOrderAlias field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *SeckillOrderAliasMutation) AddedFields() []string {
+	var fields []string
+	if m.adduser_id != nil {
+		fields = append(fields, seckillorderalias.FieldUserID)
+	}
+	if m.addvoucher_id != nil {
+		fields = append(fields, seckillorderalias.FieldVoucherID)
+	}
+	if m.addadmitted_id != nil {
+		fields = append(fields, seckillorderalias.FieldAdmittedID)
+	}
+	if m.addorder_id != nil {
+		fields = append(fields, seckillorderalias.FieldOrderID)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *SeckillOrderAliasMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case seckillorderalias.FieldUserID:
+		return m.AddedUserID()
+	case seckillorderalias.FieldVoucherID:
+		return m.AddedVoucherID()
+	case seckillorderalias.FieldAdmittedID:
+		return m.AddedAdmittedID()
+	case seckillorderalias.FieldOrderID:
+		return m.AddedOrderID()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SeckillOrderAliasMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case seckillorderalias.FieldUserID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddUserID(v)
+		return nil
+	case seckillorderalias.FieldVoucherID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddVoucherID(v)
+		return nil
+	case seckillorderalias.FieldAdmittedID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAdmittedID(v)
+		return nil
+	case seckillorderalias.FieldOrderID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddOrderID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SeckillOrderAlias numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *SeckillOrderAliasMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *SeckillOrderAliasMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *SeckillOrderAliasMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown SeckillOrderAlias nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *SeckillOrderAliasMutation) ResetField(name string) error {
+	switch name {
+	case seckillorderalias.FieldUserID:
+		m.ResetUserID()
+		return nil
+	case seckillorderalias.FieldVoucherID:
+		m.ResetVoucherID()
+		return nil
+	case seckillorderalias.FieldAdmittedID:
+		m.ResetAdmittedID()
+		return nil
+	case seckillorderalias.FieldOrderID:
+		m.ResetOrderID()
+		return nil
+	case seckillorderalias.FieldReason:
+		m.ResetReason()
+		return nil
+	case seckillorderalias.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown SeckillOrderAlias field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *SeckillOrderAliasMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *SeckillOrderAliasMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *SeckillOrderAliasMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *SeckillOrderAliasMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *SeckillOrderAliasMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *SeckillOrderAliasMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *SeckillOrderAliasMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown SeckillOrderAlias unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *SeckillOrderAliasMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown SeckillOrderAlias edge %s", name)
 }
 
 // ShopMutation represents an operation that mutates the Shop nodes in the graph.

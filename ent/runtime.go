@@ -7,6 +7,7 @@ import (
 
 	"github.com/surgekit/surge/ent/schema"
 	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/ent/seckillorderalias"
 	"github.com/surgekit/surge/ent/shop"
 	"github.com/surgekit/surge/ent/shoptype"
 	"github.com/surgekit/surge/ent/user"
@@ -36,6 +37,20 @@ func init() {
 	seckillorderDescID := seckillorderFields[0].Descriptor()
 	// seckillorder.IDValidator is a validator for the "id" field. It is called by the builders before save.
 	seckillorder.IDValidator = seckillorderDescID.Validators[0].(func(int) error)
+	seckillorderaliasFields := schema.SeckillOrderAlias{}.Fields()
+	_ = seckillorderaliasFields
+	// seckillorderaliasDescAdmittedID is the schema descriptor for admitted_id field.
+	seckillorderaliasDescAdmittedID := seckillorderaliasFields[2].Descriptor()
+	// seckillorderalias.AdmittedIDValidator is a validator for the "admitted_id" field. It is called by the builders before save.
+	seckillorderalias.AdmittedIDValidator = seckillorderaliasDescAdmittedID.Validators[0].(func(int) error)
+	// seckillorderaliasDescOrderID is the schema descriptor for order_id field.
+	seckillorderaliasDescOrderID := seckillorderaliasFields[3].Descriptor()
+	// seckillorderalias.OrderIDValidator is a validator for the "order_id" field. It is called by the builders before save.
+	seckillorderalias.OrderIDValidator = seckillorderaliasDescOrderID.Validators[0].(func(int) error)
+	// seckillorderaliasDescCreatedAt is the schema descriptor for created_at field.
+	seckillorderaliasDescCreatedAt := seckillorderaliasFields[5].Descriptor()
+	// seckillorderalias.DefaultCreatedAt holds the default value on creation for the created_at field.
+	seckillorderalias.DefaultCreatedAt = seckillorderaliasDescCreatedAt.Default.(func() time.Time)
 	shopMixin := schema.Shop{}.Mixin()
 	shopMixinFields0 := shopMixin[0].Fields()
 	_ = shopMixinFields0

@@ -16,6 +16,8 @@ type Tx struct {
 	config
 	// SeckillOrder is the client for interacting with the SeckillOrder builders.
 	SeckillOrder *SeckillOrderClient
+	// SeckillOrderAlias is the client for interacting with the SeckillOrderAlias builders.
+	SeckillOrderAlias *SeckillOrderAliasClient
 	// Shop is the client for interacting with the Shop builders.
 	Shop *ShopClient
 	// ShopType is the client for interacting with the ShopType builders.
@@ -156,6 +158,7 @@ func (tx *Tx) Client() *Client {
 
 func (tx *Tx) init() {
 	tx.SeckillOrder = NewSeckillOrderClient(tx.config)
+	tx.SeckillOrderAlias = NewSeckillOrderAliasClient(tx.config)
 	tx.Shop = NewShopClient(tx.config)
 	tx.ShopType = NewShopTypeClient(tx.config)
 	tx.User = NewUserClient(tx.config)

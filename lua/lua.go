@@ -88,11 +88,15 @@ var (
 	// SeckillWarmCommit sets a voucher's window and stock (database stock minus the stream's
 	// backlog) and makes it ready.
 	SeckillWarmCommit = load("seckill_warm_commit.lua")
+	// SeckillState tells whether a voucher's sale state is ready and was rebuilt under the
+	// running Redis process (not before a restart or failover).
+	SeckillState = load("seckill_state.lua")
 	// SeckillAck acknowledges persisted orders and removes them from the stream (the settled
 	// prefix in one trim, the rest one by one).
 	SeckillAck = load("seckill_ack.lua")
 	// SeckillFail moves an order entry to the dead-letter stream and compensates its admission.
 	SeckillFail = load("seckill_fail.lua")
-	// SeckillSupersede settles an order refused as a duplicate of the user's existing order.
-	SeckillSupersede = load("seckill_supersede.lua")
+	// SeckillRelink settles an order that stands in the database under another order's id
+	// (re-homed, or superseded by the user's existing order): the buyer names that order.
+	SeckillRelink = load("seckill_relink.lua")
 )

@@ -1,7 +1,8 @@
 -- Sets a voucher's sale window and stock and makes it ready. The stock is the database stock
 -- minus the orders still in the stream (admitted, not yet written), computed here so that no
 -- admission slips between reading the stream's length and setting the stock. With
--- rebuild = 1 the stream's buyers are added back too (the database cannot know them).
+-- rebuild = 1 the stream's buyers are added back too (the database cannot know them), and the
+-- meta records the server's run_id (see seckill_state.lua): the state is current for it.
 -- The caller holds the voucher's lock, so the consumer commits nothing meanwhile.
 -- KEYS[1] meta   KEYS[2] stock   KEYS[3] buyers   KEYS[4] orders stream
 -- ARGV[1] begin (Unix ms)   ARGV[2] end   ARGV[3] on (1/0)   ARGV[4] database stock
@@ -34,4 +35,9 @@ if stock < 0 then
 end
 redis.call('SET', KEYS[2], stock)
 redis.call('HSET', KEYS[1], 'begin', ARGV[1], 'end', ARGV[2], 'on', ARGV[3])
+if ARGV[5] == '1' then
+  local info = redis.pcall('INFO', 'server')
+  local run = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or ''
+  redis.call('HSET', KEYS[1], 'run', run)
+end
 return stock

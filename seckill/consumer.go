@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,16 +19,19 @@ import (
 // RunConsumer persists admitted orders until ctx ends: every second it lists the vouchers
 // warmed into Redis and keeps one reader per voucher whose sale is on (or ended less than
 // Linger ago) or whose stream still holds orders. Run it in every server process: the
-// readers of all processes share each stream's consumer group. It returns nil when ctx ends.
+// readers of all processes share each stream's consumer group. Every second it also rebuilds
+// the vouchers whose state Redis holds from before a restart or failover (see saleState). It
+// returns nil when ctx ends.
 func (s *Service) RunConsumer(ctx context.Context) error {
 	if s.opts.Strategy == StrategySync {
 		<-ctx.Done()
 		return nil
 	}
 	var (
-		mu      sync.Mutex
-		running = map[int]bool{}
-		wg      sync.WaitGroup
+		mu         sync.Mutex
+		running    = map[int]bool{}
+		rebuilding = map[int]bool{}
+		wg         sync.WaitGroup
 	)
 	defer wg.Wait()
 	tick := time.NewTicker(time.Second)
@@ -37,20 +41,27 @@ func (s *Service) RunConsumer(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("listing seckill vouchers", "err", err)
 		}
-		for _, v := range live {
+		// once runs fn for voucher v in the background unless it runs already.
+		once := func(busy map[int]bool, v int, fn func()) {
 			mu.Lock()
-			start := !running[v]
-			running[v] = true
+			start := !busy[v]
+			busy[v] = true
 			mu.Unlock()
 			if start {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					s.readVoucher(ctx, v)
+					fn()
 					mu.Lock()
-					delete(running, v)
+					delete(busy, v)
 					mu.Unlock()
 				}()
+			}
+		}
+		for _, v := range live {
+			once(running, v, func() { s.readVoucher(ctx, v) })
+			if s.stale(ctx, v) {
+				once(rebuilding, v, func() { s.rebuildStale(ctx, v) })
 			}
 		}
 		select {
@@ -58,6 +69,26 @@ func (s *Service) RunConsumer(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
+	}
+}
+
+// stale reports whether Redis holds a voucher's sale state from before a restart or failover.
+func (s *Service) stale(ctx context.Context, voucherID int) bool {
+	state, err := bounded(ctx, s.rdb, func(ctx context.Context) ([2]bool, error) {
+		ready, current, err := s.saleState(ctx, voucherID)
+		return [2]bool{ready, current}, err
+	})
+	ready, current := state[0], state[1]
+	return err == nil && ready && !current
+}
+
+// rebuildStale rebuilds a voucher whose sale state Redis may have brought back older than it
+// was (see saleState); Warm checks again under the voucher's lock, so that of all the
+// processes noticing the restart, one rebuilds.
+func (s *Service) rebuildStale(ctx context.Context, voucherID int) {
+	s.log.Warn("Redis restarted or failed over since the voucher's sale state was rebuilt: rebuilding it", "voucher", voucherID)
+	if err := s.Warm(ctx, voucherID); err != nil && ctx.Err() == nil && !errors.Is(err, ErrNoSuchVoucher) {
+		s.log.Error("rebuilding a voucher after a Redis restart", "voucher", voucherID, "err", err)
 	}
 }
 
@@ -114,15 +145,17 @@ func (s *Service) liveVouchers(ctx context.Context) ([]int, error) {
 
 // readVoucher is one voucher's reader: it reads new entries in batches, and every ClaimIdle/2
 // takes over entries other consumers (or this one, after a failure) left pending too long.
+// After an outage (the database, or Redis restarting or loading) it retries its own pending
+// entries as soon as the service answers again, rather than after ClaimIdle.
 // It returns when ctx ends, or when the sale is long over and the stream is empty.
 func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 	k := s.keys(voucherID)
-	rdb := s.opts.StreamClient
 	claimEvery := s.opts.ClaimIdle / 2
 	block := min(s.opts.Block, claimEvery)
 	var lastClaim time.Time
 	claimCursor := "0-0"
 	retryOwn := false // an outage left entries pending here
+	retryPause := minRetryPause
 	acks := s.startAcker(ctx, voucherID)
 	defer acks.stop()
 	// While a full batch is being written, the next one is read (no BLOCK), so Redis and the
@@ -140,15 +173,24 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 		if _, ok := s.orphans.LoadAndDelete(k.Orders); ok {
 			retryOwn = true // a read or claim given up on delivered entries here after all
 		}
-		if retryOwn {
-			retryOwn = false
-			// The database came back: write this consumer's own pending entries now rather
-			// than after ClaimIdle (reading from 0 returns this consumer's pending list).
-			s.retryOwn(ctx, voucherID)
+		if retryOwn = retryOwn || acks.failed.Swap(false); retryOwn {
+			// Write this consumer's own pending entries now rather than after ClaimIdle
+			// (reading from 0 returns this consumer's pending list).
+			if retryOwn = !s.retryOwn(ctx, voucherID); retryOwn {
+				// Failed again: wait for Redis (the database has its own wait above), and back
+				// off in case it answers PING but not the stream (a wrong-type key, say).
+				s.waitForRedis(ctx)
+				sleep(ctx, retryPause)
+				retryPause = min(2*retryPause, maxRetryPause)
+				continue
+			}
+			retryPause = minRetryPause
 		}
 		if time.Since(lastClaim) >= claimEvery {
 			lastClaim = time.Now()
-			claimCursor = s.claim(ctx, voucherID, claimCursor)
+			var o outage
+			claimCursor, o = s.claim(ctx, voucherID, claimCursor)
+			retryOwn = retryOwn || o != noOutage
 			if claimCursor == "0-0" {
 				s.forgetConsumers(ctx, voucherID)
 			}
@@ -170,16 +212,19 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 				return
 			}
 			continue
-		case err != nil && strings.HasPrefix(err.Error(), "NOGROUP"):
+		case isNoGroup(err):
 			// The stream or its group is gone (Redis lost state): recreate and go on.
-			if err := boundedErr(ctx, rdb, func(ctx context.Context) error { return s.ensureGroup(ctx, rdb, k.Orders) }); err != nil {
+			err := boundedErr(ctx, s.opts.StreamClient, func(ctx context.Context) error {
+				return s.ensureGroup(ctx, s.opts.StreamClient, k.Orders)
+			})
+			if err != nil {
 				s.log.Warn("recreating a consumer group", "voucher", voucherID, "err", err)
 				sleep(ctx, time.Second)
 			}
 			continue
 		case err != nil:
 			s.log.Warn("reading orders", "voucher", voucherID, "err", err)
-			sleep(ctx, time.Second)
+			s.waitForRedis(ctx)
 			continue
 		}
 		for _, st := range streams {
@@ -190,13 +235,13 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 					out <- readResult{streams, err}
 				}(prefetched)
 			}
-			if s.persist(ctx, voucherID, st.Messages, acks) {
+			if s.persist(ctx, voucherID, st.Messages, acks) != noOutage {
 				retryOwn = true
 			}
 		}
 		if retryOwn && prefetched != nil {
-			// Not written now: the database is down; retryOwn reads them again from the
-			// pending list once it is back.
+			// Not written now: a service is down; retryOwn reads them again from the pending
+			// list once it is back.
 			<-prefetched
 			prefetched = nil
 		}
@@ -253,16 +298,58 @@ func boundedErr(ctx context.Context, rdb redis.UniversalClient, call func(contex
 	return redisctx.Err(ctx, rdb, call)
 }
 
-// retryOwn persists the entries pending with this consumer.
-func (s *Service) retryOwn(ctx context.Context, voucherID int) {
-	streams, err := s.readGroup(ctx, s.keys(voucherID).Orders, "0", 0)
-	if err != nil {
-		return
+// retryOwn persists the entries pending with this consumer, all of them, in batches. False
+// if Redis or the database failed again: the caller tries again once they answer.
+func (s *Service) retryOwn(ctx context.Context, voucherID int) bool {
+	stream := s.keys(voucherID).Orders
+	after := "0"
+	for ctx.Err() == nil {
+		streams, err := s.readGroup(ctx, stream, after, -1)
+		switch {
+		case isNoGroup(err) || errors.Is(err, redis.Nil):
+			return true // nothing pending: the group is gone, or empty
+		case err != nil:
+			return false
+		}
+		msgs := streams[0].Messages
+		if len(msgs) == 0 {
+			return true
+		}
+		if s.persist(ctx, voucherID, msgs, nil) != noOutage {
+			return false
+		}
+		if len(msgs) < s.opts.BatchSize {
+			return true
+		}
+		after = msgs[len(msgs)-1].ID
 	}
-	for _, st := range streams {
-		s.persist(ctx, voucherID, st.Messages, nil)
+	return false
+}
+
+// waitForRedis blocks until Redis answers (a loading Redis does not answer PING), polling
+// often enough that a reader resumes within about a second of its return. False if ctx ended.
+func (s *Service) waitForRedis(ctx context.Context) bool {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, redisPollMax) {
+		pctx, cancel := context.WithTimeout(ctx, redisPollMax)
+		err := redisctx.Err(pctx, s.opts.StreamClient, func(ctx context.Context) error { return s.opts.StreamClient.Ping(ctx).Err() })
+		cancel()
+		if err == nil {
+			return true
+		}
+		if !sleep(ctx, wait) {
+			return false
+		}
 	}
 }
+
+// redisPollMax bounds the pause between two PINGs of waitForRedis, and each PING. A reader
+// whose retry of its own pending entries fails again pauses minRetryPause, doubling up to
+// maxRetryPause while it keeps failing.
+const (
+	redisPollMax  = 500 * time.Millisecond
+	minRetryPause = 50 * time.Millisecond
+	maxRetryPause = 2 * time.Second
+)
 
 // finished reports whether a voucher's reader can stop: its sale ended Linger ago or more and
 // no order waits in its stream.
@@ -285,8 +372,9 @@ func (s *Service) finished(ctx context.Context, voucherID int) bool {
 
 // claim takes over entries pending for longer than ClaimIdle (their consumer died or failed
 // to persist them) and persists them, or dead-letters those delivered too often. It returns
-// the XAUTOCLAIM cursor to continue from next time.
-func (s *Service) claim(ctx context.Context, voucherID int, cursor string) string {
+// the XAUTOCLAIM cursor to continue from next time, and the outage that left claimed entries
+// pending here, if one did.
+func (s *Service) claim(ctx context.Context, voucherID int, cursor string) (string, outage) {
 	k := s.keys(voucherID)
 	type claimed struct {
 		msgs []redis.XMessage
@@ -306,10 +394,10 @@ func (s *Service) claim(ctx context.Context, voucherID int, cursor string) strin
 		if ctx.Err() == nil && !strings.HasPrefix(err.Error(), "NOGROUP") {
 			s.log.Warn("claiming pending orders", "voucher", voucherID, "err", err)
 		}
-		return "0-0"
+		return "0-0", noOutage
 	}
 	if len(msgs) == 0 {
-		return next
+		return next, noOutage
 	}
 	s.m.claimed.Add(float64(len(msgs)))
 	// XAUTOCLAIM counted this delivery; XPENDING tells how many there were.
@@ -321,7 +409,7 @@ func (s *Service) claim(ctx context.Context, voucherID int, cursor string) strin
 	})
 	if err != nil {
 		s.log.Warn("reading delivery counts", "voucher", voucherID, "err", err)
-		return next
+		return next, redisDown
 	}
 	deliveries := make(map[string]int64, len(pending))
 	for _, p := range pending {
@@ -338,8 +426,10 @@ func (s *Service) claim(ctx context.Context, voucherID int, cursor string) strin
 			retry = append(retry, m)
 		}
 	}
-	s.persist(ctx, voucherID, retry, nil)
-	return next
+	if len(retry) > 0 {
+		return next, s.persist(ctx, voucherID, retry, nil)
+	}
+	return next, noOutage
 }
 
 // forgetConsumers removes from the group the consumers of processes long gone: every restart
@@ -362,15 +452,22 @@ func (s *Service) forgetConsumers(ctx context.Context, voucherID int) {
 	}
 }
 
+// outage says which service a batch found unreachable.
+type outage int
+
+const (
+	noOutage outage = iota
+	databaseDown
+	redisDown
+)
+
 // persist writes a batch of entries to the database and settles what was written (with acks,
 // acknowledging it in the background). A batch that fails is retried entry by entry, so one
 // bad entry does not hold up the others; entries that still fail stay pending, to be claimed
-// again later and dead-lettered eventually. If the database itself is unreachable, nothing is
-// retried: the reader waits for it, and persist reports the outage.
-func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMessage, acks *acker) (outage bool) {
-	if len(msgs) == 0 {
-		return false
-	}
+// again later and dead-lettered eventually. If the database or Redis is unreachable, nothing
+// is retried: persist reports the outage, and the reader waits for the service and retries
+// its own pending entries.
+func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMessage, acks *acker) outage {
 	orders := make([]order, 0, len(msgs))
 	for _, m := range msgs {
 		o, err := parseEntry(m)
@@ -382,7 +479,7 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 		orders = append(orders, o)
 	}
 	if len(orders) == 0 {
-		return false
+		return noOutage
 	}
 	start := time.Now()
 	lctx := ctx
@@ -394,77 +491,92 @@ func (s *Service) persist(ctx context.Context, voucherID int, msgs []redis.XMess
 			if ctx.Err() == nil {
 				s.log.Warn("persisting orders", "voucher", voucherID, "err", err)
 			}
-			return false
+			return redisDown
 		}
 		defer l.Release(context.WithoutCancel(ctx))
 		lctx = l.Context()
 	}
-	done, sup, err := s.writeBatch(lctx, voucherID, orders)
+	st, err := s.writeBatch(lctx, voucherID, orders)
 	var nm *notMine
 	if errors.As(err, &nm) {
+		s.recordLostUntilDone(lctx, voucherID, nm.gone)
 		if len(nm.kept) == 0 {
-			return false
+			return noOutage
 		}
 		orders = nm.kept
-		done, sup, err = s.writeBatch(lctx, voucherID, orders)
+		st, err = s.writeBatch(lctx, voucherID, orders)
 	}
 	if err != nil {
-		if !s.databaseUp(ctx) {
-			s.dbDown.Store(true)
-			s.log.Warn("database unreachable: orders stay queued", "voucher", voucherID, "err", err)
-			return true
+		if o := s.outageOf(ctx, err); o != noOutage {
+			s.log.Warn("orders stay queued: a service is unreachable", "voucher", voucherID, "err", err)
+			return o
 		}
-		done, sup = nil, nil
-		for _, o := range orders {
-			d, su, err := s.writeBatch(lctx, voucherID, []order{o})
-			if errors.As(err, &nm) {
-				continue // no longer this consumer's
-			}
-			if err != nil {
-				s.noteFailure(o.entry, err)
-				s.log.Error("order not persisted; it stays pending", "voucher", voucherID, "order", o.id, "err", err)
-				continue
-			}
-			done = append(done, d...)
-			sup = append(sup, su...)
+		if st, err = s.writeEach(lctx, voucherID, orders); err != nil {
+			s.log.Warn("orders stay queued: Redis is unreachable", "voucher", voucherID, "err", err)
+			return redisDown
 		}
 	}
+	s.m.rehomed.Add(float64(st.rehomed))
+	s.m.superseded.Add(float64(st.superseded))
 	if acks != nil {
-		acks.add(done)
-		done = nil
+		acks.add(st.done)
+		st.done = nil
 	}
-	s.settle(context.WithoutCancel(ctx), voucherID, done, sup)
+	if err := s.settle(context.WithoutCancel(ctx), voucherID, st); err != nil {
+		return redisDown
+	}
 	s.m.batches.Observe(time.Since(start).Seconds())
-	return false
+	return noOutage
 }
 
-// stillMine filters orders down to the entries still pending with this consumer.
-func (s *Service) stillMine(ctx context.Context, voucherID int, orders []order) []order {
-	pending, err := bounded(ctx, s.rdb, func(ctx context.Context) ([]redis.XPendingExt, error) {
-		return s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-			Stream: s.keys(voucherID).Orders, Group: s.opts.Group, Consumer: s.opts.Consumer,
-			Start: orders[0].entry, End: orders[len(orders)-1].entry, Count: int64(len(orders)),
-		}).Result()
-	})
-	if err != nil {
-		if ctx.Err() == nil && !strings.HasPrefix(err.Error(), "NOGROUP") {
-			s.log.Warn("checking pending orders", "voucher", voucherID, "err", err)
-		}
-		return nil
-	}
-	mine := make(map[string]bool, len(pending))
-	for _, p := range pending {
-		mine[p.ID] = true
-	}
-	kept := orders[:0]
+// writeEach writes a failed batch's orders one by one; those that fail alone stay pending
+// (and count a failure against their entry). It stops at an unreachable Redis, which is no
+// fault of an entry.
+func (s *Service) writeEach(ctx context.Context, voucherID int, orders []order) (settlement, error) {
+	var st settlement
+	var nm *notMine
 	for _, o := range orders {
-		if mine[o.entry] {
-			kept = append(kept, o)
-		} else {
-			s.log.Warn("order entry no longer pending here; skipped", "voucher", voucherID, "order", o.id, "entry", o.entry)
+		one, err := s.writeBatch(ctx, voucherID, []order{o})
+		switch {
+		case errors.As(err, &nm):
+			// No longer this consumer's: another consumer claimed it, or Redis lost it.
+			s.recordLostUntilDone(ctx, voucherID, nm.gone)
+		case errors.Is(err, errRedisUnavailable):
+			return st, err
+		case err != nil:
+			s.noteFailure(o.entry, err)
+			s.log.Error("order not persisted; it stays pending", "voucher", voucherID, "order", o.id, "err", err)
+		default:
+			st.add(one)
 		}
 	}
-	return kept
+	return st, nil
+}
+
+// recordLostUntilDone records FAILED the orders whose entries Redis lost (see recordLost),
+// trying again until it succeeds or ctx ends: only this consumer still knows them.
+func (s *Service) recordLostUntilDone(ctx context.Context, voucherID int, gone []order) {
+	for pause := minRetryPause; len(gone) > 0; pause = min(2*pause, maxRetryPause) {
+		_, err := s.recordLost(ctx, voucherID, gone)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		s.log.Error("recording orders lost with Redis's state; trying again", "voucher", voucherID, "orders", len(gone), "err", err)
+		sleep(ctx, pause)
+	}
+}
+
+// outageOf tells whether err comes from an unreachable service: Redis (as writeBatch wraps
+// it), or the database (which is then pinged, and flagged down for the reader to wait on).
+func (s *Service) outageOf(ctx context.Context, err error) outage {
+	switch {
+	case errors.Is(err, errRedisUnavailable):
+		return redisDown
+	case !s.databaseUp(ctx):
+		s.dbDown.Store(true)
+		return databaseDown
+	}
+	return noOutage
 }
 
 // acker acknowledges a reader's persisted entries in the background, in order, so that the
@@ -476,6 +588,7 @@ func (s *Service) stillMine(ctx context.Context, voucherID int, orders []order) 
 type acker struct {
 	batches chan []order
 	done    chan struct{}
+	failed  atomic.Bool // an acknowledgement failed: the reader retries its own pending entries
 }
 
 func (s *Service) startAcker(ctx context.Context, voucherID int) *acker {
@@ -484,7 +597,9 @@ func (s *Service) startAcker(ctx context.Context, voucherID int) *acker {
 	go func() {
 		defer close(a.done)
 		for done := range a.batches {
-			s.settle(ctx, voucherID, done, nil)
+			if err := s.settle(ctx, voucherID, settlement{done: done}); err != nil {
+				a.failed.Store(true)
+			}
 		}
 	}()
 	return a
@@ -502,14 +617,17 @@ func (a *acker) stop() {
 	<-a.done
 }
 
-// settle acknowledges and deletes persisted entries and resolves superseded ones. If Redis
-// fails here, the entries stay pending and their redelivery finds them persisted.
-func (s *Service) settle(ctx context.Context, voucherID int, done []order, sup []superseded) {
+// settle brings Redis in line with how a batch's orders stand in the database: persisted
+// entries are acknowledged and deleted, the buyer of an order standing under another id names
+// that order, and an order recorded FAILED before is dead-lettered and its admission
+// compensated. If Redis fails here, the entries stay pending and their redelivery settles them.
+func (s *Service) settle(ctx context.Context, voucherID int, st settlement) error {
 	k := s.keys(voucherID)
-	if len(done) > 0 {
-		args := make([]any, 0, len(done)+1)
+	var errs []error
+	if len(st.done) > 0 {
+		args := make([]any, 0, len(st.done)+1)
 		args = append(args, s.opts.Group)
-		for _, o := range done {
+		for _, o := range st.done {
 			args = append(args, o.entry)
 			s.lastErr.Delete(o.entry)
 		}
@@ -518,26 +636,45 @@ func (s *Service) settle(ctx context.Context, voucherID int, done []order, sup [
 		})
 		if err != nil {
 			s.log.Warn("acknowledging persisted orders", "voucher", voucherID, "err", err)
+			errs = append(errs, err)
+		} else {
+			s.m.persisted.Add(float64(len(st.done)))
 		}
-		s.m.persisted.Add(float64(len(done)))
 	}
-	for _, x := range sup {
-		s.log.Warn("order superseded by the user's existing order", "voucher", voucherID,
-			"order", x.order.id, "existing", x.existing, "user", x.order.user)
+	for _, r := range st.relinked {
 		err := boundedErr(ctx, s.rdb, func(ctx context.Context) error {
-			return lua.SeckillSupersede.Run(ctx, s.rdb, []string{k.Orders, k.Stock, k.Buyers},
-				s.opts.Group, x.order.entry, x.order.user, x.order.id, x.existing).Err()
+			return lua.SeckillRelink.Run(ctx, s.rdb, []string{k.Orders, k.Stock, k.Buyers},
+				s.opts.Group, r.order.entry, r.order.user, r.order.id, r.to, boolArg(r.superseded)).Err()
 		})
 		if err != nil {
-			s.log.Warn("settling a superseded order", "voucher", voucherID, "err", err)
+			s.log.Warn("settling an order standing under another id", "voucher", voucherID, "order", r.order.id, "err", err)
+			errs = append(errs, err)
+		}
+		s.lastErr.Delete(r.order.entry)
+	}
+	for _, o := range st.failed {
+		// Recorded FAILED by an earlier delivery whose compensation did not run, or while Redis
+		// had lost the entry (which came back with an older state). Its unit is not put back:
+		// the cause may have been the database's stock (a rebuild recounts it anyway).
+		err := s.fail(ctx, voucherID, o.entry, &o, false, "recorded FAILED by an earlier delivery", 0)
+		if err != nil {
+			errs = append(errs, err)
 		}
 	}
+	return errors.Join(errs...)
+}
+
+func boolArg(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // deadLetter gives up on an entry: its order is recorded FAILED in the database (if it can
-// be), the entry moves to the dead-letter stream and its admission is compensated.
+// be), the entry moves to the dead-letter stream and its admission is compensated. An order
+// found standing as a live order was persisted after all and is settled as such.
 func (s *Service) deadLetter(ctx context.Context, voucherID int, m redis.XMessage, deliveries int64) {
-	k := s.keys(voucherID)
 	reason := fmt.Sprintf("not persisted after %d deliveries", deliveries)
 	var cause error
 	if v, ok := s.lastErr.LoadAndDelete(m.ID); ok {
@@ -545,35 +682,47 @@ func (s *Service) deadLetter(ctx context.Context, voucherID int, m redis.XMessag
 		reason += ": " + cause.Error()
 	}
 	o, err := parseEntry(m)
-	user, orderID, restore := "", "", 0
-	if err == nil {
-		persisted, err := s.recordFailed(ctx, voucherID, o)
-		if err != nil {
-			s.log.Error("could not record the FAILED order", "voucher", voucherID, "order", o.id, "err", err)
-		}
-		if persisted {
-			// It reached the database after all: settle it as done.
-			s.settle(ctx, voucherID, []order{o}, nil)
-			return
-		}
+	if err != nil {
+		_ = s.fail(ctx, voucherID, m.ID, nil, false, reason, deliveries)
+		return
+	}
+	tr, err := s.recordFailed(ctx, voucherID, o)
+	if err != nil {
+		s.log.Error("could not record the FAILED order", "voucher", voucherID, "order", o.id, "err", err)
+	}
+	if tr.standing == standsOwn || tr.standing == standsElsewhere {
+		// It reached the database after all: settle it as persisted.
+		var st settlement
+		st.place(o, tr)
+		_ = s.settle(ctx, voucherID, st)
+		return
+	}
+	_ = s.fail(ctx, voucherID, m.ID, &o, !errors.Is(cause, errStockGuard), reason, deliveries)
+}
+
+// fail moves an entry to the dead-letter stream and compensates its order's admission (o nil:
+// the entry is unreadable), putting the unit back on sale if restore.
+func (s *Service) fail(ctx context.Context, voucherID int, entry string, o *order, restore bool, reason string, deliveries int64) error {
+	k := s.keys(voucherID)
+	user, orderID := "", ""
+	if o != nil {
 		user, orderID = strconv.Itoa(o.user), strconv.FormatInt(o.id, 10)
-		if !errors.Is(cause, errStockGuard) {
-			restore = 1
-		}
 	}
 	settled, err := bounded(ctx, s.rdb, func(ctx context.Context) (int, error) {
 		return lua.SeckillFail.Run(ctx, s.rdb, []string{k.Orders, k.Dead, k.Stock, k.Buyers},
-			s.opts.Group, m.ID, user, orderID, restore, reason, deliveries, s.opts.DeadLetterMaxLen).Int()
+			s.opts.Group, entry, user, orderID, boolArg(restore), reason, deliveries, s.opts.DeadLetterMaxLen).Int()
 	})
 	if err != nil {
-		s.log.Error("dead-lettering an order entry", "voucher", voucherID, "entry", m.ID, "err", err)
-		return
+		s.log.Error("dead-lettering an order entry", "voucher", voucherID, "entry", entry, "err", err)
+		return err
 	}
+	s.lastErr.Delete(entry)
 	if settled == 1 {
 		s.m.dead.Inc()
-		s.log.Error("order FAILED and compensated", "voucher", voucherID, "entry", m.ID, "order", orderID,
+		s.log.Error("order FAILED and compensated", "voucher", voucherID, "entry", entry, "order", orderID,
 			"user", user, "reason", reason)
 	}
+	return nil
 }
 
 func (s *Service) noteFailure(entry string, err error) { s.lastErr.Store(entry, err) }

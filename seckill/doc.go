@@ -25,7 +25,18 @@
 // consumer left pending are claimed (XAUTOCLAIM) by any live one; an entry delivered more than
 // MaxDeliveries times that also failed to persist in the claiming process goes to the
 // voucher's dead-letter stream, its order is recorded FAILED
-// and its admission compensated (buyer removed, unit back on sale).
+// and its admission compensated (buyer removed, unit back on sale). A batch that finds Redis
+// unreachable (down, loading) waits for it and then retries the reader's own pending entries,
+// not after ClaimIdle.
+//
+// No entry is acknowledged without its order standing in the database (a row, or an alias to
+// one), a dead letter or a FAILED row. After Redis lost state (see rehome.go) an order whose
+// id is another order's is re-homed under a fresh id, one of a user who already holds an order
+// of the voucher is superseded by it, both with an alias ([Service.Order] follows it from the
+// id the user was told), and one whose entry vanished while being written is recorded FAILED.
+// A full rebuild raises the order id counter above the largest known id and records Redis's
+// run_id; each consumer rebuilds, once, a live voucher whose state predates a restart or
+// failover.
 //
 // Each batch commit and each rebuild serialise on the voucher's row lock in the database (a
 // batch's transaction takes it first and, holding it, checks its entries are still pending; a

@@ -8,6 +8,8 @@ type metrics struct {
 	dead      prometheus.Counter
 	claimed   prometheus.Counter
 	batches   prometheus.Histogram
+	// What a Redis that lost state sends the consumer (see rehome.go).
+	rehomed, superseded, lost prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -28,9 +30,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "surge_seckill_batch_seconds", Help: "Time to persist one batch of orders.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12),
 		}),
+		rehomed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "surge_seckill_orders_rehomed_total",
+			Help: "Orders stored under a fresh id because their id was another order's (Redis lost the id counter).",
+		}),
+		superseded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "surge_seckill_orders_superseded_total",
+			Help: "Orders admitted to a user who already held one (Redis lost the buyer); the user keeps the first.",
+		}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "surge_seckill_orders_lost_total",
+			Help: "Orders recorded FAILED because Redis lost their entries while they were being written.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.grabs, m.persisted, m.dead, m.claimed, m.batches)
+		reg.MustRegister(m.grabs, m.persisted, m.dead, m.claimed, m.batches, m.rehomed, m.superseded, m.lost)
 	}
 	return m
 }

@@ -2,6 +2,7 @@ package seckill
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,7 +16,6 @@ import (
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/seckillorder"
 	"github.com/surgekit/surge/ent/voucher"
-	"github.com/surgekit/surge/lua"
 	"github.com/surgekit/surge/redisctx"
 )
 
@@ -83,6 +83,17 @@ type VoucherReport struct {
 	MismatchedBuyers int      `json:"mismatched_buyers"` // users Redis gives another order
 	BuyerExamples    []string `json:"buyer_examples,omitempty"`
 
+	// Orders standing under another id than the one their user was told, which only a Redis
+	// that lost state causes (order(id) follows the alias): Rehomed were stored under a fresh
+	// id because their id was another order's, Superseded lost to the user's existing order.
+	// RehomedOrders lists the re-homed ones (the first 1000).
+	Rehomed       int            `json:"rehomed"`
+	Superseded    int            `json:"superseded"`
+	RehomedOrders []RehomedOrder `json:"rehomed_orders,omitempty"`
+	// Stale: Redis restarted or failed over since the state was last rebuilt, so it may be
+	// older than what admission and the consumer last saw; the consumer rebuilds it.
+	Stale bool `json:"stale"`
+
 	// Problems are the disagreements left; empty means OK.
 	Problems []string `json:"problems"`
 	// Notes are facts worth knowing that are not disagreements.
@@ -94,9 +105,18 @@ type VoucherReport struct {
 
 	// fixable: some problem is on the Redis side and the voucher is a seckill voucher.
 	fixable bool
-	// settle lists the stream entries already persisted, to acknowledge before a rebuild.
-	settle []string
 }
+
+// RehomedOrder is an order stored under another id than the one its user was told.
+type RehomedOrder struct {
+	User     int   `json:"user_id"`
+	Admitted int64 `json:"admitted_id"` // the id the user was told
+	Order    int64 `json:"order_id"`    // the id it is stored under
+	Failed   bool  `json:"failed,omitempty"`
+}
+
+// maxListed bounds the re-homed orders a report lists.
+const maxListed = 1000
 
 // OK reports whether no problem is left.
 func (r *VoucherReport) OK() bool { return len(r.Problems) == 0 }
@@ -231,16 +251,9 @@ func (s *Service) reconcileOne(ctx context.Context, id int, o ReconcileOptions) 
 		return r, err
 	}
 	found := r.Problems
-	var fixErr error
-	if len(r.settle) > 0 {
-		// Entries already in the database: settle them as the consumer would on redelivery,
-		// so the rebuild does not count them as queued.
-		args := append([]any{s.opts.Group}, toAny(r.settle)...)
-		fixErr = lua.SeckillAck.Run(lctx, s.rdb, []string{s.keys(id).Orders}, args...).Err()
-	}
-	if fixErr == nil {
-		fixErr = s.warmLocked(lctx, id, true)
-	}
+	// The rebuild first settles the entries already in the database, as the consumer would on
+	// redelivery, so that it does not count them as queued.
+	fixErr := s.warmLocked(lctx, id, true)
 	if lost.Err() != nil {
 		return r, fmt.Errorf("lock on the voucher lost during the fix: %w", context.Cause(lost))
 	}
@@ -277,18 +290,11 @@ func (r *VoucherReport) finish() {
 	}
 }
 
-func toAny(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
-}
-
 // dbOrders is a voucher's orders as the database has them.
 type dbOrders struct {
-	live   map[int]int64                 // user -> live order holding the slot
-	status map[int64]seckillorder.Status // every order id of the voucher
+	live    map[int]int64         // user -> live order holding the slot
+	rows    map[int64]orderRow    // every order of the voucher
+	aliases map[aliasKey]aliasRow // every alias of the voucher (see classify)
 }
 
 // inspectHeld inspects a voucher holding its row lock as well, so that no batch commits
@@ -331,7 +337,7 @@ func (s *Service) inspectDB(ctx context.Context, r *VoucherReport, out *dbOrders
 			r.problem(false, "database: stock %d is negative (oversold)", r.DBStock)
 		}
 	}
-	db := dbOrders{live: map[int]int64{}, status: map[int64]seckillorder.Status{}}
+	db := dbOrders{live: map[int]int64{}, rows: map[int64]orderRow{}}
 	dups := map[int][]int64{}
 	var slotless, failedSlot []string
 	const page = 5000
@@ -346,7 +352,7 @@ func (s *Service) inspectDB(ctx context.Context, r *VoucherReport, out *dbOrders
 			return fmt.Errorf("reading the orders: %w", err)
 		}
 		for _, row := range rows {
-			db.status[int64(row.ID)] = row.Status
+			db.rows[int64(row.ID)] = orderRow{user: row.UserID, voucher: r.VoucherID, failed: row.Status == seckillorder.StatusFAILED}
 			holds := row.Slot != nil && *row.Slot
 			if row.Status == seckillorder.StatusFAILED {
 				r.DBFailed++
@@ -396,10 +402,54 @@ func (s *Service) inspectDB(ctx context.Context, r *VoucherReport, out *dbOrders
 	if !r.Seckill && (r.DBOrders > 0 || r.DBFailed > 0) {
 		r.problem(false, "database: %d orders of a voucher that is not a seckill voucher", r.DBOrders+r.DBFailed)
 	}
+	if db.aliases, err = s.inspectAliases(ctx, r); err != nil {
+		return err
+	}
 	if out != nil {
 		*out = db
 	}
 	return nil
+}
+
+// inspectAliases reads the voucher's aliases: the orders standing under another id than the
+// one their user was told. They are facts, not problems: Redis lost state and the consumer
+// kept the orders.
+func (s *Service) inspectAliases(ctx context.Context, r *VoucherReport) (map[aliasKey]aliasRow, error) {
+	aliases := map[aliasKey]aliasRow{}
+	err := scanRows(ctx, s.db, "SELECT a.user_id, a.admitted_id, a.order_id, a.reason, o.status FROM tb_voucher_order_alias a"+
+		" JOIN tb_voucher_order o ON o.id = a.order_id WHERE a.voucher_id = ? ORDER BY a.id", []any{r.VoucherID},
+		func(rows *sql.Rows) error {
+			var k aliasKey
+			var a aliasRow
+			var reason, status string
+			err := rows.Scan(&k.user, &k.id, &a.to, &reason, &status)
+			a.superseded, a.failed = reason == aliasSuperseded, status == string(seckillorder.StatusFAILED)
+			aliases[k] = a
+			if a.superseded {
+				r.Superseded++
+				return err
+			}
+			r.Rehomed++
+			if len(r.RehomedOrders) < maxListed {
+				r.RehomedOrders = append(r.RehomedOrders, RehomedOrder{User: k.user, Admitted: k.id, Order: a.to, Failed: a.failed})
+			}
+			return err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("reading the order aliases: %w", err)
+	}
+	if r.Rehomed > 0 {
+		var ex []string
+		for _, o := range r.RehomedOrders[:min(5, len(r.RehomedOrders))] {
+			ex = append(ex, fmt.Sprintf("user %d: told %d, stored as %d", o.User, o.Admitted, o.Order))
+		}
+		r.note("%d orders re-homed under a fresh id: their id was another order's (Redis lost the id counter); their users find them under the id they were told; e.g. %s",
+			r.Rehomed, strings.Join(ex, ", "))
+	}
+	if r.Superseded > 0 {
+		r.note("%d orders admitted to users who already held one (Redis lost the buyers); the users keep their first order, which the later id leads to", r.Superseded)
+	}
+	return aliases, nil
 }
 
 // streamID is a stream entry id, ordered.
@@ -513,9 +563,9 @@ func (s *Service) inspectRedis(ctx context.Context, r *VoucherReport, db *dbOrde
 	}
 	stream := map[int]queued{} // user -> its last queued order
 	var (
-		unpersisted, persisted int64
-		superseding, twice     []string
-		failedAgain, bad       int
+		unpersisted, persisted    int64
+		superseding, twice, taken []string
+		failedAgain, bad          int
 	)
 	start := "-"
 	for {
@@ -543,13 +593,15 @@ func (s *Service) inspectRedis(ctx context.Context, r *VoucherReport, db *dbOrde
 			if late {
 				continue
 			}
-			switch st, ok := db.status[e.id]; {
-			case ok && st != seckillorder.StatusFAILED:
+			switch classify(e, r.VoucherID, db.rows, db.aliases).standing {
+			case standsOwn, standsElsewhere:
 				persisted++
-				r.settle = append(r.settle, msg.ID)
-			case ok:
+			case standsFailed:
 				failedAgain++
 				unpersisted++
+			case standsTaken:
+				unpersisted++
+				taken = append(taken, fmt.Sprintf("user %d: queued %d, an order of user %d", e.user, e.id, db.rows[e.id].user))
 			default:
 				unpersisted++
 				if have, ok := db.live[e.user]; ok && have != e.id {
@@ -607,6 +659,12 @@ func (s *Service) inspectRedis(ctx context.Context, r *VoucherReport, db *dbOrde
 	}
 	if !r.Ready {
 		return nil
+	}
+	if ready, current, err := s.saleState(ctx, r.VoucherID); err != nil {
+		r.problem(true, "sale state unreadable: %v", err)
+	} else if ready && !current {
+		r.Stale = true
+		r.problem(true, "Redis restarted or failed over since this voucher was last rebuilt: it may have come back with an older state (a replica that lagged, an AOF that lost its tail); the consumer rebuilds it within seconds")
 	}
 
 	// Meta, registry, stock.
@@ -681,6 +739,10 @@ func (s *Service) inspectRedis(ctx context.Context, r *VoucherReport, db *dbOrde
 	if len(superseding) > 0 {
 		r.note("%d queued orders belong to users holding another order in the database; the consumer will supersede them (e.g. %s)",
 			len(superseding), strings.Join(superseding[:min(o.Examples, len(superseding))], "; "))
+	}
+	if len(taken) > 0 {
+		r.note("%d queued orders carry an id that is another order's (Redis lost the id counter); the consumer will re-home them under fresh ids (e.g. %s)",
+			len(taken), strings.Join(taken[:min(o.Examples, len(taken))], "; "))
 	}
 	if len(twice) > 0 {
 		r.note("%d users have two orders queued; the consumer keeps the first (e.g. %s)",

@@ -12,14 +12,16 @@ import (
 
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/ent/seckillorderalias"
 	"github.com/surgekit/surge/idgen"
 	"github.com/surgekit/surge/redisctx"
 )
 
 // Order returns one of a user's orders, or (nil, nil) if the user has no such order. An
 // order still queued in a stream comes back as an unsaved entity with status QUEUED, its
-// voucher and user edges loaded. It returns at ctx's deadline whatever the Redis client's
-// settings.
+// voucher and user edges loaded. An order id the user was told that leads to an order under
+// another id (re-homed or superseded after Redis lost state) returns that order. It returns at
+// ctx's deadline whatever the Redis client's settings.
 func (s *Service) Order(ctx context.Context, userID int, orderID int64) (*ent.SeckillOrder, error) {
 	return redisctx.Do(ctx, s.rdb, func(ctx context.Context) (*ent.SeckillOrder, error) {
 		return s.order(ctx, userID, orderID)
@@ -27,12 +29,8 @@ func (s *Service) Order(ctx context.Context, userID int, orderID int64) (*ent.Se
 }
 
 func (s *Service) order(ctx context.Context, userID int, orderID int64) (*ent.SeckillOrder, error) {
-	saved := func() (*ent.SeckillOrder, error) {
-		return s.db.SeckillOrder.Query().
-			Where(seckillorder.ID(int(orderID)), seckillorder.UserID(userID)).Only(ctx)
-	}
-	o, err := saved()
-	if err == nil || !ent.IsNotFound(err) {
+	o, err := s.savedOrder(ctx, userID, orderID)
+	if o != nil || err != nil {
 		return o, err
 	}
 	queued, err := s.queuedOrders(ctx, userID)
@@ -45,11 +43,32 @@ func (s *Service) order(ctx context.Context, userID int, orderID int64) (*ent.Se
 		}
 	}
 	// The consumer may have written it between the two reads (it then left the queue).
-	o, err = saved()
+	return s.savedOrder(ctx, userID, orderID)
+}
+
+// savedOrder returns the user's order in the database under orderID, or the one an alias
+// from orderID leads to; nil if neither.
+func (s *Service) savedOrder(ctx context.Context, userID int, orderID int64) (*ent.SeckillOrder, error) {
+	byID := func(id int) (*ent.SeckillOrder, error) {
+		o, err := s.db.SeckillOrder.Query().Where(seckillorder.ID(id), seckillorder.UserID(userID)).Only(ctx)
+		if ent.IsNotFound(err) {
+			return nil, nil
+		}
+		return o, err
+	}
+	o, err := byID(int(orderID))
+	if o != nil || err != nil {
+		return o, err
+	}
+	a, err := s.db.SeckillOrderAlias.Query().
+		Where(seckillorderalias.UserID(userID), seckillorderalias.AdmittedID(int(orderID))).Only(ctx)
 	if ent.IsNotFound(err) {
 		return nil, nil
 	}
-	return o, err
+	if err != nil {
+		return nil, err
+	}
+	return byID(a.OrderID)
 }
 
 // QueuedOrders lists a user's orders admitted in Redis and not yet in the database, as
@@ -115,12 +134,19 @@ func (s *Service) queuedOrders(ctx context.Context, userID int) ([]*ent.SeckillO
 	if len(orderIDs) == 0 {
 		return nil, nil
 	}
-	// Buyers stay in the hash once persisted: only those not in the database are queued.
-	saved, err := s.db.SeckillOrder.Query().Where(seckillorder.IDIn(orderIDs...)).IDs(ctx)
+	// Buyers stay in the hash once persisted: only those not in the database (for this user:
+	// after Redis lost its id counter another user's order can have the same id) are queued.
+	saved, err := s.db.SeckillOrder.Query().Where(seckillorder.IDIn(orderIDs...), seckillorder.UserID(userID)).IDs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range saved {
+	aliased, err := s.db.SeckillOrderAlias.Query().
+		Where(seckillorderalias.UserID(userID), seckillorderalias.AdmittedIDIn(orderIDs...)).
+		Select(seckillorderalias.FieldAdmittedID).Ints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range append(saved, aliased...) {
 		delete(candidates, id)
 	}
 	if len(candidates) == 0 {

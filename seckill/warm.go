@@ -2,6 +2,7 @@ package seckill
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
@@ -114,22 +115,30 @@ func (s *Service) warmLocked(ctx context.Context, voucherID int, full bool) erro
 		return ErrNoSuchVoucher
 	}
 	k := s.keys(voucherID)
+	stale := false
 	if !full {
-		n, err := s.rdb.Exists(ctx, k.Meta, k.Stock).Result()
+		ready, current, err := s.saleState(ctx, voucherID)
 		if err != nil {
 			return fmt.Errorf("seckill: warming voucher %d: %w", voucherID, err)
 		}
-		full = n < 2
+		stale = ready && !current
+		full = !ready || stale
 	}
 	if err := s.ensureGroup(ctx, s.rdb, k.Orders); err != nil {
 		return err
 	}
 	// An order the consumer wrote but did not acknowledge (it died in between) is in the
 	// database and still in the stream: settle it first, or the stock below would count it twice.
-	if err := s.settlePersisted(ctx, voucherID); err != nil {
+	queuedMax, err := s.settlePersisted(ctx, voucherID)
+	if err != nil {
 		return err
 	}
 	if full {
+		// Redis may have lost the order id counter with the rest: no id issued from now on may
+		// equal one the database or the stream holds. Before admission resumes.
+		if err := s.raiseIDs(ctx, queuedMax); err != nil {
+			return err
+		}
 		if err := lua.SeckillWarmReset.Run(ctx, s.rdb, []string{k.Meta, k.Buyers}).Err(); err != nil {
 			return fmt.Errorf("seckill: rebuilding voucher %d: %w", voucherID, err)
 		}
@@ -154,7 +163,8 @@ func (s *Service) warmLocked(ctx context.Context, voucherID int, full bool) erro
 		return fmt.Errorf("seckill: registering voucher %d: %w", voucherID, err)
 	}
 	if full {
-		s.log.Info("voucher sale state rebuilt from the database", "voucher", voucherID, "db_stock", *v.Stock)
+		s.log.Info("voucher sale state rebuilt from the database", "voucher", voucherID, "db_stock", *v.Stock,
+			"redis_restarted", stale)
 	}
 	return nil
 }
@@ -185,46 +195,93 @@ func lockRowIn(ctx context.Context, tx *ent.Tx, voucherID int) error {
 	return rows.Close()
 }
 
-// settlePersisted acknowledges and deletes the stream entries whose order is already in the
-// database. The caller holds the voucher's row lock, so no commit happens meanwhile.
-func (s *Service) settlePersisted(ctx context.Context, voucherID int) error {
+// settlePersisted settles the stream entries whose order already stands in the database (see
+// traceOrders): persisted under its id or under another one, or recorded FAILED. The caller
+// holds the voucher's row lock, so no commit happens meanwhile. An entry whose id is another
+// order's is not settled: the consumer re-homes it. It returns the largest order id the
+// stream holds.
+func (s *Service) settlePersisted(ctx context.Context, voucherID int) (queuedMax int64, err error) {
 	k := s.keys(voucherID)
 	start := "-"
 	for {
-		msgs, err := s.rdb.XRangeN(ctx, k.Orders, start, "+", 500).Result()
+		msgs, err := s.rdb.XRangeN(ctx, k.Orders, start, "+", settlePage).Result()
 		if err != nil {
-			return fmt.Errorf("seckill: reading the queue of voucher %d: %w", voucherID, err)
+			return 0, fmt.Errorf("seckill: reading the queue of voucher %d: %w", voucherID, err)
 		}
-		if len(msgs) == 0 {
-			return nil
-		}
-		byOrder := map[int]string{}
-		ids := make([]int, 0, len(msgs))
+		orders := make([]order, 0, len(msgs))
 		for _, m := range msgs {
 			if o, err := parseEntry(m); err == nil {
-				byOrder[int(o.id)] = m.ID
-				ids = append(ids, int(o.id))
+				orders = append(orders, o)
+				queuedMax = max(queuedMax, o.id)
 			}
 		}
-		saved, err := s.db.SeckillOrder.Query().
-			Where(seckillorder.IDIn(ids...), seckillorder.VoucherID(voucherID)).IDs(ctx)
-		if err != nil {
-			return fmt.Errorf("seckill: reading orders of voucher %d: %w", voucherID, err)
+		if err := s.settleStanding(ctx, voucherID, orders); err != nil {
+			return 0, fmt.Errorf("seckill: settling persisted orders of voucher %d: %w", voucherID, err)
 		}
-		if len(saved) > 0 {
-			args := []any{s.opts.Group}
-			for _, id := range saved {
-				args = append(args, byOrder[id])
-			}
-			if err := lua.SeckillAck.Run(ctx, s.rdb, []string{k.Orders}, args...).Err(); err != nil {
-				return fmt.Errorf("seckill: settling persisted orders of voucher %d: %w", voucherID, err)
-			}
-		}
-		if len(msgs) < 500 {
-			return nil
+		if len(msgs) < settlePage {
+			return queuedMax, nil
 		}
 		start = "(" + msgs[len(msgs)-1].ID
 	}
+}
+
+// raiseIDs tells the order id generator the largest order id known to be issued: in the
+// database (its orders, and the ids users were told that lead elsewhere) or queued (atLeast).
+// If Redis lost counts, the counter is raised and fenced above it (idgen.Generator.Raise).
+func (s *Service) raiseIDs(ctx context.Context, atLeast int64) error {
+	var dbMax int64
+	err := scanRows(ctx, s.db, "SELECT COALESCE(MAX(id), 0) FROM tb_voucher_order UNION ALL SELECT COALESCE(MAX(admitted_id), 0) FROM tb_voucher_order_alias",
+		nil, func(r *sql.Rows) error {
+			var n int64
+			err := r.Scan(&n)
+			dbMax = max(dbMax, n)
+			return err
+		})
+	if err != nil {
+		return fmt.Errorf("seckill: reading the largest order id: %w", err)
+	}
+	if top := max(dbMax, atLeast); top > 0 {
+		if err := s.ids.Raise(ctx, top); err != nil {
+			return fmt.Errorf("seckill: raising the order id counter above %d: %w", top, err)
+		}
+	}
+	return nil
+}
+
+// settlePage is how many stream entries settlePersisted reads at once.
+const settlePage = 500
+
+// settleStanding settles the orders that stand in the database, leaving the others queued.
+func (s *Service) settleStanding(ctx context.Context, voucherID int, orders []order) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	traces, err := s.traceOrders(ctx, s.db, voucherID, orders)
+	if err != nil {
+		return err
+	}
+	var st settlement
+	for i, o := range orders {
+		st.place(o, traces[i])
+	}
+	if st.empty() {
+		return nil
+	}
+	return s.settle(ctx, voucherID, st)
+}
+
+// saleState reports whether a voucher's sale state is ready in Redis, and current: rebuilt
+// under the running Redis process, not before a restart or a failover (see seckill_state.lua).
+func (s *Service) saleState(ctx context.Context, voucherID int) (ready, current bool, err error) {
+	k := s.keys(voucherID)
+	v, err := lua.SeckillState.Run(ctx, s.rdb, []string{k.Meta, k.Stock}).Int64Slice()
+	if err != nil {
+		return false, false, err
+	}
+	if len(v) != 2 {
+		return false, false, fmt.Errorf("seckill: state script answered %v", v)
+	}
+	return v[0] == 1, v[1] == 1, nil
 }
 
 // loadBuyers copies the voucher's live orders (user -> order) from the database into the

@@ -32,9 +32,12 @@ Compares each seckill voucher's sale state in Redis with MySQL, under the vouche
 order consumer commits nothing meanwhile; grabs go on): Redis stock against the database stock
 minus the orders queued in the stream, the buyers hash against the live orders plus the
 stream's users, the sale window and on/off, the consumer's registry; in the database alone,
-negative stock and users holding two live orders. -fix rebuilds a voucher that disagrees from
-the database and the stream (as Service.Rebuild) and checks it again; database problems are
-reported, never fixed. It starts neither the server nor the consumer.
+negative stock and users holding two live orders; a state older than the running Redis process
+(stale: rebuilt before a restart or failover). It lists the orders re-homed under a fresh id or
+superseded after Redis lost state (their users find them under the id they were told). -fix
+rebuilds a voucher that disagrees from the database and the stream (as Service.Rebuild) and
+checks it again; database problems are reported, never fixed. It starts neither the server
+nor the consumer.
 
 Vouchers: -voucher, or every seckill voucher whose sale is on, to come, or ended less than
 -ended-within ago, plus every voucher registered in Redis.

@@ -21,6 +21,18 @@ func (f SeckillOrderFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SeckillOrderMutation", m)
 }
 
+// The SeckillOrderAliasFunc type is an adapter to allow the use of ordinary
+// function as SeckillOrderAlias mutator.
+type SeckillOrderAliasFunc func(context.Context, *ent.SeckillOrderAliasMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f SeckillOrderAliasFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.SeckillOrderAliasMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SeckillOrderAliasMutation", m)
+}
+
 // The ShopFunc type is an adapter to allow the use of ordinary
 // function as Shop mutator.
 type ShopFunc func(context.Context, *ent.ShopMutation) (ent.Value, error)

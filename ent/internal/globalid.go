@@ -2,4 +2,4 @@
 
 package internal
 
-const IncrementStarts = "{\"shop_types\":8589934592,\"shops\":4294967296,\"tb_voucher_order\":0,\"users\":12884901888,\"vouchers\":17179869184}"
+const IncrementStarts = "{\"shop_types\":8589934592,\"shops\":4294967296,\"tb_voucher_order\":0,\"tb_voucher_order_alias\":21474836480,\"users\":12884901888,\"vouchers\":17179869184}"

@@ -51,6 +51,34 @@ var (
 			},
 		},
 	}
+	// TbVoucherOrderAliasColumns holds the columns for the "tb_voucher_order_alias" table.
+	TbVoucherOrderAliasColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "user_id", Type: field.TypeInt},
+		{Name: "voucher_id", Type: field.TypeInt},
+		{Name: "admitted_id", Type: field.TypeInt},
+		{Name: "order_id", Type: field.TypeInt},
+		{Name: "reason", Type: field.TypeEnum, Enums: []string{"REHOMED", "SUPERSEDED"}},
+		{Name: "created_at", Type: field.TypeTime},
+	}
+	// TbVoucherOrderAliasTable holds the schema information for the "tb_voucher_order_alias" table.
+	TbVoucherOrderAliasTable = &schema.Table{
+		Name:       "tb_voucher_order_alias",
+		Columns:    TbVoucherOrderAliasColumns,
+		PrimaryKey: []*schema.Column{TbVoucherOrderAliasColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "seckillorderalias_user_id_admitted_id",
+				Unique:  true,
+				Columns: []*schema.Column{TbVoucherOrderAliasColumns[1], TbVoucherOrderAliasColumns[3]},
+			},
+			{
+				Name:    "seckillorderalias_voucher_id",
+				Unique:  false,
+				Columns: []*schema.Column{TbVoucherOrderAliasColumns[2]},
+			},
+		},
+	}
 	// ShopsColumns holds the columns for the "shops" table.
 	ShopsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -155,6 +183,7 @@ var (
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		TbVoucherOrderTable,
+		TbVoucherOrderAliasTable,
 		ShopsTable,
 		ShopTypesTable,
 		UsersTable,
@@ -168,6 +197,10 @@ func init() {
 	TbVoucherOrderTable.Annotation = &entsql.Annotation{
 		Table:          "tb_voucher_order",
 		IncrementStart: func(i int) *int { return &i }(0),
+	}
+	TbVoucherOrderAliasTable.Annotation = &entsql.Annotation{
+		Table:          "tb_voucher_order_alias",
+		IncrementStart: func(i int) *int { return &i }(21474836480),
 	}
 	ShopsTable.ForeignKeys[0].RefTable = ShopTypesTable
 	ShopsTable.Annotation = &entsql.Annotation{

@@ -9,6 +9,9 @@ import (
 // SeckillOrder is the predicate function for seckillorder builders.
 type SeckillOrder func(*sql.Selector)
 
+// SeckillOrderAlias is the predicate function for seckillorderalias builders.
+type SeckillOrderAlias func(*sql.Selector)
+
 // Shop is the predicate function for shop builders.
 type Shop func(*sql.Selector)
 
