@@ -86,12 +86,17 @@ func (s *Service) grabInTx(ctx context.Context, tx *ent.Tx, userID, voucherID in
 		return Admission{}, fmt.Errorf("seckill: order id: %w", err)
 	}
 	err = tx.SeckillOrder.Create().SetID(int(id)).SetUserID(userID).SetVoucherID(voucherID).
-		SetStatus(seckillorder.StatusCREATED).SetSlot(true).SetCreatedAt(now).Exec(ctx)
+		SetStatus(seckillorder.StatusCREATED).SetSlot(true).SetCreatedAt(createdAt(now)).Exec(ctx)
 	if ent.IsConstraintError(err) {
 		return Admission{}, ErrAlreadyPurchased
 	}
 	if err != nil {
 		return Admission{}, err
 	}
-	return Admission{OrderID: id, Status: StatusCreated, createdAt: now}, nil
+	return Admission{OrderID: id, Status: StatusCreated, createdAt: createdAt(now)}, nil
 }
+
+// createdAt is the created_at stored for an order made at t: whole seconds, what MySQL's
+// TIMESTAMP column keeps (MariaDB truncates, MySQL rounds), so that the grab's answer and a
+// later read agree.
+func createdAt(t time.Time) time.Time { return t.Truncate(time.Second) }
