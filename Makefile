@@ -8,12 +8,14 @@ TEST_TIMEOUT ?= 18m
 test: services vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-## services: make sure the real services the tests use are installed and running
+## services: make sure the real services the tests use are installed and running, and the
+## graphql-http audit (npm) is installed
 services:
 	bash scripts/ensure-redis.sh
 	bash scripts/ensure-redis-cluster.sh
 	bash scripts/ensure-mariadb.sh
 	bash scripts/ensure-chromium.sh
+	bash scripts/ensure-graphql-http.sh
 
 vet:
 	$(GO) vet ./...

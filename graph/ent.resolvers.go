@@ -15,17 +15,11 @@ import (
 
 // Node is the resolver for the node field.
 func (r *queryResolver) Node(ctx context.Context, id int) (ent.Noder, error) {
-	n, err := r.DB.Noder(ctx, id, nodeOptions(id)...)
-	if ent.IsNotFound(err) {
-		return nil, nil
-	}
+	nodes, err := r.nodesByID(ctx, []int{id})
 	if err != nil {
 		return nil, err
 	}
-	if ok, err := r.visible(ctx, n); !ok || err != nil {
-		return nil, err
-	}
-	return n, nil
+	return nodes[0], nil
 }
 
 // Nodes is the resolver for the nodes field.
@@ -33,15 +27,7 @@ func (r *queryResolver) Nodes(ctx context.Context, ids []int) ([]ent.Noder, erro
 	if len(ids) > MaxNodeIDs {
 		return nil, apperr.Invalid("ids", "at most %d ids per call", MaxNodeIDs)
 	}
-	out := make([]ent.Noder, len(ids))
-	for i, id := range ids {
-		n, err := r.Node(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = n
-	}
-	return out, nil
+	return r.nodesByID(ctx, ids)
 }
 
 // Shops is the resolver for the shops field.
@@ -50,8 +36,15 @@ func (r *queryResolver) Shops(ctx context.Context, after *entgql.Cursor[int], fi
 	if err != nil {
 		return nil, err
 	}
+	if err := checkShopCursors(orderBy, after, before); err != nil {
+		return nil, err
+	}
+	filter, err := shopFilter(where)
+	if err != nil {
+		return nil, err
+	}
 	return r.DB.Shop.Query().Paginate(ctx, after, first, before, last,
-		ent.WithShopOrder(orderBy), ent.WithShopFilter(where.Filter))
+		ent.WithShopOrder(orderBy), ent.WithShopFilter(filter))
 }
 
 // User is the resolver for the user field.

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/surgekit/surge/ent"
-	"github.com/surgekit/surge/ent/seckillorder"
 	"github.com/surgekit/surge/internal/apperr"
 	"github.com/surgekit/surge/internal/auth"
 	"github.com/surgekit/surge/internal/catalog"
@@ -22,27 +21,6 @@ type Resolver struct {
 	Seckill *seckill.Service
 	Log     *slog.Logger // for failures that do not fail the operation (slog.Default if nil)
 	Live    *live.Hub    // subscriptions' shared pollers
-}
-
-// Page sizes for connections: a missing first/last means DefaultPageSize, more than
-// MaxPageSize is refused (the complexity limit multiplies by the same numbers).
-const (
-	DefaultPageSize = 20
-	MaxPageSize     = 100
-	MaxNodeIDs      = 100
-)
-
-func pageArgs(first, last *int) (*int, *int, error) {
-	for name, v := range map[string]*int{"first": first, "last": last} {
-		if v != nil && (*v < 0 || *v > MaxPageSize) {
-			return nil, nil, apperr.Invalid(name, "%s must be between 0 and %d", name, MaxPageSize)
-		}
-	}
-	if first == nil && last == nil {
-		n := DefaultPageSize
-		first = &n
-	}
-	return first, last, nil
 }
 
 func requireUser(ctx context.Context) (*auth.Session, error) {
@@ -62,36 +40,4 @@ func requireAdmin(ctx context.Context) (*auth.Session, error) {
 		return nil, apperr.New(apperr.Forbidden, "admin role required")
 	}
 	return s, nil
-}
-
-// orderIDFloor separates order ids from table ids. Tables with database ids own a 2^32 range
-// each (ent's GlobalID feature); order ids come from idgen with seconds since its epoch in the
-// high 32 bits, so they lie far above every table range.
-const orderIDFloor = 1 << 48
-
-func nodeOptions(id int) []ent.NodeOption {
-	if id >= orderIDFloor {
-		return []ent.NodeOption{ent.WithFixedNodeType(seckillorder.Table)}
-	}
-	return nil
-}
-
-// visible hides other users' private nodes: users see themselves, owners see their orders,
-// admins see everything. Hidden nodes look absent (no existence oracle). Ownership is checked
-// with its own query because field collection loads only the columns the client selected.
-func (r *Resolver) visible(ctx context.Context, n ent.Noder) (bool, error) {
-	s := auth.FromContext(ctx)
-	switch n := n.(type) {
-	case *ent.User:
-		return s != nil && (s.IsAdmin() || s.UserID == n.ID), nil
-	case *ent.SeckillOrder:
-		if s == nil {
-			return false, nil
-		}
-		if s.IsAdmin() {
-			return true, nil
-		}
-		return r.DB.SeckillOrder.Query().Where(seckillorder.ID(n.ID), seckillorder.UserID(s.UserID)).Exist(ctx)
-	}
-	return n != nil, nil
 }

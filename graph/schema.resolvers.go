@@ -91,7 +91,7 @@ func (r *mutationResolver) CreateVoucher(ctx context.Context, input model.Create
 
 // Shop is the resolver for the shop field.
 func (r *queryResolver) Shop(ctx context.Context, id int) (*ent.Shop, error) {
-	return r.Catalog.Shop(ctx, id)
+	return r.shopByID(ctx, id)
 }
 
 // ShopTypes is the resolver for the shopTypes field.
@@ -101,7 +101,7 @@ func (r *queryResolver) ShopTypes(ctx context.Context) ([]*ent.ShopType, error) 
 
 // Voucher is the resolver for the voucher field.
 func (r *queryResolver) Voucher(ctx context.Context, id int) (*ent.Voucher, error) {
-	return r.Catalog.Voucher(ctx, id)
+	return r.voucherByID(ctx, id)
 }
 
 // Vouchers is the resolver for the vouchers field.
@@ -130,6 +130,9 @@ func (r *queryResolver) MyOrders(ctx context.Context, first *int, after *entgql.
 	}
 	first, _, err = pageArgs(first, nil)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkSingleOrderCursor(after); err != nil {
 		return nil, err
 	}
 	return r.ordersOf(ctx, s.UserID, *first, after)

@@ -27,8 +27,12 @@ func load(names ...string) *redis.Script {
 }
 
 var (
-	// LoginSendCode stores a fresh login code if the phone's send limits allow it.
+	// LoginSendCode stores a fresh login code unless the phone's cooldown runs, and starts
+	// the next, escalating, cooldown.
 	LoginSendCode = load("login_send_code.lua")
+	// RateWindow counts an event in a fixed window against a limit (login code sends per
+	// client and server-wide).
+	RateWindow = load("rate_window.lua")
 	// LoginVerifyCode checks a login code, counting wrong tries and burning the code on success.
 	LoginVerifyCode = load("login_verify_code.lua")
 

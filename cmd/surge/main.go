@@ -96,7 +96,7 @@ func serve(args []string, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
 	}
-	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := httpServer(a.Handler, cfg)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 
@@ -124,6 +124,28 @@ func serve(args []string, log *slog.Logger) error {
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// Connection limits of the HTTP server, beside the configured read and request timeouts.
+const (
+	idleTimeout    = 2 * time.Minute // a keep-alive connection with no request is closed then
+	writeGrace     = 5 * time.Second // beyond reading and handling, to write the answer
+	maxHeaderBytes = 128 << 10       // request line and headers: a GET carries its document there
+)
+
+// httpServer bounds every phase of a request: the client has cfg.ReadTimeout to send it (half
+// of it for the headers), the handler cfg.RequestTimeout to answer, and the answer writeGrace
+// more to go out. A WebSocket connection is exempt once upgraded (net/http clears the
+// deadlines of a hijacked connection).
+func httpServer(h http.Handler, cfg app.Config) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.ReadTimeout / 2,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.ReadTimeout + cfg.RequestTimeout + writeGrace,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
 }
 
 func playgroundURL(addr net.Addr) string {

@@ -72,11 +72,12 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	}
 	sender := opts.CodeSender
 	if sender == nil {
-		sender = auth.LogSender{Logger: a.Log}
+		sender = auth.LogSender{Logger: a.Log, Reveal: cfg.Dev()}
 	}
 	sessions := autopipe.New(a.Redis, 2, 256)
 	a.closers = append(a.closers, func() error { sessions.Close(); return nil })
-	a.Auth = auth.New(a.Redis, a.DB.Ent, auth.Options{Pipe: sessions, AdminPhones: cfg.AdminPhones, DevMode: cfg.Dev(), Sender: sender})
+	a.Auth = auth.New(a.Redis, a.DB.Ent, auth.Options{Pipe: sessions, AdminPhones: cfg.AdminPhones, DevMode: cfg.Dev(), Sender: sender,
+		SendsPerClient: cfg.LoginSendRateIP, SendsGlobal: cfg.LoginSendRateGlobal})
 	registry := prometheus.NewRegistry()
 	a.Catalog, err = catalog.New(ctx, a.DB.Ent, a.Redis, catalog.CacheOptions{
 		Prefix: cfg.CachePrefix, Metrics: cache.NewMetrics(registry), Logger: a.Log,
@@ -98,13 +99,18 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	a.closers = append(a.closers, func() error { a.Live.Close(); return nil })
 	res := &gql.Resolver{DB: a.DB.Ent, Auth: a.Auth, Catalog: a.Catalog, Seckill: a.Seckill, Live: a.Live, Log: a.Log}
 	a.Handler = server.New(res, server.Options{
-		Introspection: cfg.Introspection,
-		Suggestions:   cfg.Dev(),
-		MaxComplexity: cfg.MaxComplexity,
-		MaxDepth:      cfg.MaxDepth,
-		Playground:    playground.Handler("/query"),
-		Logger:        a.Log,
-		Registry:      registry,
+		Introspection:          cfg.Introspection,
+		Suggestions:            cfg.Dev(),
+		MaxComplexity:          cfg.MaxComplexity,
+		MaxDepth:               cfg.MaxDepth,
+		Limits:                 server.DocumentLimits{MaxTokens: cfg.MaxTokens, MaxNesting: cfg.MaxNesting, MaxFields: cfg.MaxFields},
+		RequestTimeout:         cfg.RequestTimeout,
+		TrustedProxyHeader:     cfg.TrustedProxyHeader,
+		WebsocketSubscriptions: cfg.WSMaxSubscriptions,
+		WebsocketConnections:   cfg.WSMaxConnectionsPerIP,
+		Playground:             playground.Handler("/query"),
+		Logger:                 a.Log,
+		Registry:               registry,
 		Health: map[string]func(context.Context) error{
 			"redis":    func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() },
 			"database": a.DB.Ping,
@@ -206,8 +212,10 @@ func (a *App) redisOptions(poolSize int) *redis.UniversalOptions {
 		Addrs:    a.redisAddrs,
 		Password: a.Config.RedisPassword,
 		// One address is a single node even if it is a Cluster seed; say two for Cluster.
-		IsClusterMode:         len(a.redisAddrs) > 1,
-		PoolSize:              poolSize,
+		IsClusterMode: len(a.redisAddrs) > 1,
+		PoolSize:      poolSize,
+		// Calls end at their context's deadline (a request's), not after ReadTimeout and
+		// retries, when Redis hangs.
 		ContextTimeoutEnabled: true,
 		DialTimeout:           redisDialTimeout,
 		ReadTimeout:           redisReadTimeout,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/surgekit/surge/internal/auth"
 	"github.com/surgekit/surge/internal/store"
 )
 
@@ -32,7 +33,33 @@ type Config struct {
 	Introspection bool     // SURGE_INTROSPECTION, -introspection (default: dev mode)
 	MaxComplexity int      // SURGE_MAX_COMPLEXITY, -max-complexity (3000)
 	MaxDepth      int      // SURGE_MAX_DEPTH, -max-depth (10)
-	CachePrefix   string   // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
+	// MaxTokens, MaxNesting and MaxFields bound a document before it is parsed and validated:
+	// SURGE_MAX_TOKENS, -max-tokens (2000 lexical tokens; also the JSON values of variables),
+	// SURGE_MAX_NESTING, -max-nesting (32 levels of braces, brackets and parentheses; also of
+	// variables), SURGE_MAX_FIELDS, -max-fields (500 field selections, fragments counted where
+	// spread).
+	MaxTokens, MaxNesting, MaxFields int
+	// RequestTimeout is SURGE_REQUEST_TIMEOUT, -request-timeout (5s): the deadline of each
+	// request, and of each query or mutation over a WebSocket; its work is cancelled then.
+	RequestTimeout time.Duration
+	// ReadTimeout is SURGE_READ_TIMEOUT, -read-timeout (10s): how long a client may take to
+	// send one request, headers and body (the headers alone get half of it).
+	ReadTimeout time.Duration
+	// TrustedProxyHeader is SURGE_TRUSTED_PROXY_HEADER, -trusted-proxy-header (none): the
+	// header whose last address is the client's, behind a reverse proxy (X-Forwarded-For,
+	// X-Real-IP); without it the peer's address counts.
+	TrustedProxyHeader string
+	// LoginSendRateIP and LoginSendRateGlobal are SURGE_LOGIN_SEND_RATE_IP,
+	// -login-send-rate-ip and SURGE_LOGIN_SEND_RATE_GLOBAL, -login-send-rate-global: login code
+	// sends per client address and server-wide, "N/window" (e.g. 20/1h) or "off". Production
+	// defaults: 20/1h and 1000/1m; dev mode: off (codes are returned, nothing is delivered).
+	LoginSendRateIP, LoginSendRateGlobal auth.Rate
+	// WSMaxSubscriptions is SURGE_WS_MAX_SUBSCRIPTIONS, -ws-max-subscriptions (10): the
+	// subscriptions one WebSocket connection may run at once. WSMaxConnectionsPerIP is
+	// SURGE_WS_MAX_CONNECTIONS_PER_IP, -ws-max-connections-per-ip (50): the WebSocket
+	// connections one client address may hold open.
+	WSMaxSubscriptions, WSMaxConnectionsPerIP int
+	CachePrefix                               string // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
 	// SeckillStrategy is SURGE_SECKILL_STRATEGY, -seckill-strategy: "lua" (Redis admission,
 	// asynchronous orders; default) or "sync" (one database transaction per grab).
 	SeckillStrategy string
@@ -104,6 +131,16 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	intro := fs.String("introspection", env("SURGE_INTROSPECTION", ""), "allow schema introspection: true/false (SURGE_INTROSPECTION; default: dev mode)")
 	maxComplexity := fs.Int("max-complexity", envInt(getenv, "SURGE_MAX_COMPLEXITY", 3000), "complexity budget per operation (SURGE_MAX_COMPLEXITY)")
 	maxDepth := fs.Int("max-depth", envInt(getenv, "SURGE_MAX_DEPTH", 10), "maximum query depth (SURGE_MAX_DEPTH)")
+	maxTokens := fs.Int("max-tokens", envInt(getenv, "SURGE_MAX_TOKENS", 2000), "maximum lexical tokens of a document, and JSON values of its variables (SURGE_MAX_TOKENS)")
+	maxNesting := fs.Int("max-nesting", envInt(getenv, "SURGE_MAX_NESTING", 32), "maximum nesting of braces, brackets and parentheses in a document, and of its variables (SURGE_MAX_NESTING)")
+	maxFields := fs.Int("max-fields", envInt(getenv, "SURGE_MAX_FIELDS", 500), "maximum field selections of a document, fragments counted where spread (SURGE_MAX_FIELDS)")
+	requestTimeout := fs.Duration("request-timeout", envDuration(getenv, "SURGE_REQUEST_TIMEOUT", 5*time.Second), "deadline of each request; its work is cancelled then (SURGE_REQUEST_TIMEOUT)")
+	proxyHeader := fs.String("trusted-proxy-header", env("SURGE_TRUSTED_PROXY_HEADER", ""), "header whose last address is the client's, behind a reverse proxy, e.g. X-Forwarded-For (SURGE_TRUSTED_PROXY_HEADER)")
+	sendRateIP := fs.String("login-send-rate-ip", env("SURGE_LOGIN_SEND_RATE_IP", ""), `login code sends per client address, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_IP; default 20/1h, dev mode off)`)
+	sendRateGlobal := fs.String("login-send-rate-global", env("SURGE_LOGIN_SEND_RATE_GLOBAL", ""), `login code sends server-wide, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_GLOBAL; default 1000/1m, dev mode off)`)
+	wsSubs := fs.Int("ws-max-subscriptions", envInt(getenv, "SURGE_WS_MAX_SUBSCRIPTIONS", 10), "subscriptions one WebSocket connection may run at once (SURGE_WS_MAX_SUBSCRIPTIONS)")
+	wsConns := fs.Int("ws-max-connections-per-ip", envInt(getenv, "SURGE_WS_MAX_CONNECTIONS_PER_IP", 50), "WebSocket connections one client address may hold open (SURGE_WS_MAX_CONNECTIONS_PER_IP)")
+	readTimeout := fs.Duration("read-timeout", envDuration(getenv, "SURGE_READ_TIMEOUT", 10*time.Second), "how long a client may take to send one request (SURGE_READ_TIMEOUT)")
 	cachePrefix := fs.String("cache-prefix", env("SURGE_CACHE_PREFIX", "cache"), "prefix of cache keys, to share one Redis between deployments (SURGE_CACHE_PREFIX)")
 	strategy := fs.String("seckill-strategy", env("SURGE_SECKILL_STRATEGY", "lua"), `seckill strategy: "lua" or "sync" (SURGE_SECKILL_STRATEGY)`)
 	rate := fs.Float64("seckill-rate", envFloat(getenv, "SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
@@ -118,6 +155,10 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, CachePrefix: *cachePrefix, ShutdownGrace: 15 * time.Second,
 			SeckillStrategy: *strategy, SeckillRate: *rate, SeckillPrefix: *seckillPrefix, StockThrottle: *stockThrottle,
 			SeckillClaimIdle: *claimIdle,
+			MaxTokens:        *maxTokens, MaxNesting: *maxNesting, MaxFields: *maxFields,
+			RequestTimeout: *requestTimeout, ReadTimeout: *readTimeout,
+			TrustedProxyHeader: strings.TrimSpace(*proxyHeader),
+			WSMaxSubscriptions: *wsSubs, WSMaxConnectionsPerIP: *wsConns,
 		}
 		if c.SeckillClaimIdle <= 0 {
 			return Config{}, fmt.Errorf("seckill-claim-idle must be positive")
@@ -153,6 +194,12 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		if c.Introspection, err = parseBool("introspection", *intro, c.Dev()); err != nil {
 			return Config{}, err
 		}
+		if c.LoginSendRateIP, err = parseRate("login-send-rate-ip", *sendRateIP, productionOnly(c, defaultSendRateIP)); err != nil {
+			return Config{}, err
+		}
+		if c.LoginSendRateGlobal, err = parseRate("login-send-rate-global", *sendRateGlobal, productionOnly(c, defaultSendRateGlobal)); err != nil {
+			return Config{}, err
+		}
 		if len(c.AdminPhones) == 0 && c.Dev() {
 			c.AdminPhones = []string{DevAdminPhone}
 		}
@@ -162,11 +209,50 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		if c.SeckillPrefix == "" || strings.ContainsAny(c.SeckillPrefix, "{} ") {
 			return Config{}, fmt.Errorf("invalid seckill prefix %q", c.SeckillPrefix)
 		}
-		if c.MaxComplexity <= 0 || c.MaxDepth <= 0 {
-			return Config{}, fmt.Errorf("max-complexity and max-depth must be positive")
+		if c.MaxComplexity <= 0 || c.MaxDepth <= 0 || c.MaxTokens <= 0 || c.MaxNesting <= 0 || c.MaxFields <= 0 {
+			return Config{}, fmt.Errorf("max-complexity, max-depth, max-tokens, max-nesting and max-fields must be positive")
+		}
+		if c.WSMaxSubscriptions <= 0 || c.WSMaxConnectionsPerIP <= 0 {
+			return Config{}, fmt.Errorf("ws-max-subscriptions and ws-max-connections-per-ip must be positive")
+		}
+		if c.RequestTimeout <= 0 || c.ReadTimeout <= 0 {
+			return Config{}, fmt.Errorf("request-timeout and read-timeout must be positive")
 		}
 		return c, nil
 	}
+}
+
+// Default login code send rates of a production server: a client may log in a few phones an
+// hour; server-wide, SMS spend stays bounded under any spread of addresses.
+var (
+	defaultSendRateIP     = auth.Rate{Count: 20, Window: time.Hour}
+	defaultSendRateGlobal = auth.Rate{Count: 1000, Window: time.Minute}
+)
+
+// productionOnly is r in production mode and no limit in dev mode, where codes are returned
+// to the client and nothing is delivered.
+func productionOnly(c Config, r auth.Rate) auth.Rate {
+	if c.Dev() {
+		return auth.Rate{}
+	}
+	return r
+}
+
+// parseRate reads "N/window" (20/1h, 5/30s) or "off"; empty gives def.
+func parseRate(name, v string, def auth.Rate) (auth.Rate, error) {
+	switch v = strings.TrimSpace(v); v {
+	case "":
+		return def, nil
+	case "off":
+		return auth.Rate{}, nil
+	}
+	n, w, ok := strings.Cut(v, "/")
+	count, err := strconv.Atoi(n)
+	window, werr := time.ParseDuration(w)
+	if !ok || err != nil || werr != nil || count <= 0 || window <= 0 {
+		return auth.Rate{}, fmt.Errorf(`invalid %s %q: want "N/window" (e.g. 20/1h) or "off"`, name, v)
+	}
+	return auth.Rate{Count: count, Window: window}, nil
 }
 
 func envInt(getenv func(string) string, k string, def int) int {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/surgekit/surge/internal/auth"
 	"github.com/surgekit/surge/internal/store"
 )
 
@@ -49,6 +50,28 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 }
 
+// The protections of issue 12 have safe defaults, and production's send limits are on.
+func TestParseConfigProtectionDefaults(t *testing.T) {
+	prod := envOf(map[string]string{"SURGE_MYSQL_DSN": "u:p@tcp(h:3306)/d", "SURGE_REDIS_ADDRS": "a:1"})
+	c, err := ParseConfig(nil, prod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxTokens != 2000 || c.MaxNesting != 32 || c.MaxFields != 500 || c.RequestTimeout != 5*time.Second || c.ReadTimeout != 10*time.Second {
+		t.Fatalf("limits: %+v", c)
+	}
+	if c.LoginSendRateIP != (auth.Rate{Count: 20, Window: time.Hour}) || c.LoginSendRateGlobal != (auth.Rate{Count: 1000, Window: time.Minute}) || c.TrustedProxyHeader != "" {
+		t.Fatalf("production send limits: %+v %+v %q", c.LoginSendRateIP, c.LoginSendRateGlobal, c.TrustedProxyHeader)
+	}
+	if c, _ := ParseConfig(nil, envOf(nil)); !c.LoginSendRateIP.Off() || !c.LoginSendRateGlobal.Off() {
+		t.Fatalf("dev mode send limits: %+v %+v", c.LoginSendRateIP, c.LoginSendRateGlobal)
+	}
+	c, err = ParseConfig([]string{"-login-send-rate-ip", "5/30s", "-login-send-rate-global", "off", "-trusted-proxy-header", "X-Real-IP"}, prod)
+	if err != nil || c.LoginSendRateIP != (auth.Rate{Count: 5, Window: 30 * time.Second}) || !c.LoginSendRateGlobal.Off() || c.TrustedProxyHeader != "X-Real-IP" {
+		t.Fatalf("explicit send limits: %+v %+v %q %v", c.LoginSendRateIP, c.LoginSendRateGlobal, c.TrustedProxyHeader, err)
+	}
+}
+
 func TestParseConfigFlagsWinOverEnv(t *testing.T) {
 	c, err := ParseConfig([]string{"-addr", "127.0.0.1:9", "-mode", "dev", "-seed=false"},
 		envOf(map[string]string{"SURGE_ADDR": ":1", "SURGE_MODE": "production", "SURGE_MYSQL_DSN": "x:y@/z"}))
@@ -72,6 +95,11 @@ func TestParseConfigRejectsBadValues(t *testing.T) {
 		"unknown flag":  {args: []string{"-nope"}},
 		"bad introspec": {args: []string{"-introspection", "2"}},
 		"neg throttle":  {env: map[string]string{"SURGE_STOCK_THROTTLE": "-1s"}},
+		"zero tokens":   {env: map[string]string{"SURGE_MAX_TOKENS": "0"}},
+		"no timeout":    {args: []string{"-request-timeout", "0s"}},
+		"rate no slash": {env: map[string]string{"SURGE_LOGIN_SEND_RATE_IP": "20"}},
+		"rate zero":     {env: map[string]string{"SURGE_LOGIN_SEND_RATE_GLOBAL": "0/1m"}},
+		"rate window":   {env: map[string]string{"SURGE_LOGIN_SEND_RATE_IP": "5/soon"}},
 	} {
 		if _, err := ParseConfig(tc.args, envOf(tc.env)); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -1,13 +1,20 @@
 // Package auth implements phone-code login with sessions in Redis, in the shape of the
 // well-known Redis session design: a short-lived code per phone with a wrong-try limit, send
-// rate limits, and an opaque random token whose session hash slides on every request.
+// limits, and an opaque random token whose session hash slides on every request.
+//
+// Sends are limited three ways, because each one costs an SMS: per phone by an escalating
+// cooldown (never a quota an attacker could use up to lock the owner out), per client address
+// and server-wide by fixed windows. Wrong guesses lock the code, not the phone: a new code
+// unlocks.
 //
 // Redis keys (the phone is the hash tag, so each script's keys share a Cluster slot):
 //
-//	login:code:{<phone>}       hash {code, tries}, TTL CodeTTL
-//	login:send:{<phone>}:gap   send cooldown marker, TTL SendInterval
-//	login:send:{<phone>}:day   sends in the current window, TTL SendWindow
-//	login:token:<sha256(token)> session hash {id, phone, nickname, icon, role}, TTL SessionTTL
+//	login:code:{<phone>}          hash {code, tries}, TTL CodeTTL
+//	login:send:{<phone>}:gap      send cooldown marker, TTL the current cooldown
+//	login:send:{<phone>}:streak   sends of the current streak, TTL StreakWindow (slides)
+//	login:send:client:{<address>} sends from one client address in the window, TTL its window
+//	login:send:all                sends server-wide in the window, TTL its window
+//	login:token:<sha256(token)>   session hash {id, phone, nickname, icon, role}, TTL SessionTTL
 //
 // The token itself is never stored: a Redis dump does not hand out live sessions.
 package auth
@@ -41,29 +48,55 @@ type CodeSender interface {
 	Send(ctx context.Context, phone, code string) error
 }
 
-// LogSender is the default CodeSender: it writes the code to the log.
-type LogSender struct{ Logger *slog.Logger }
+// LogSender is the default CodeSender: it delivers nothing and logs the send, with the code
+// only when Reveal is set (dev mode, where sendLoginCode returns it anyway). A production log
+// never holds a live code.
+type LogSender struct {
+	Logger *slog.Logger
+	Reveal bool
+}
 
 func (s LogSender) Send(_ context.Context, phone, code string) error {
 	l := s.Logger
 	if l == nil {
 		l = slog.Default()
 	}
-	l.Info("login code", "phone", MaskPhone(phone), "code", code)
+	if s.Reveal {
+		l.Info("login code", "phone", MaskPhone(phone), "code", code)
+		return nil
+	}
+	l.Warn("login code not delivered: no SMS gateway is plugged in (auth.CodeSender)", "phone", MaskPhone(phone))
 	return nil
 }
 
+// Rate is a number of events per fixed window; the zero Rate is no limit.
+type Rate struct {
+	Count  int
+	Window time.Duration
+}
+
+// Off reports whether r limits nothing.
+func (r Rate) Off() bool { return r.Count <= 0 || r.Window <= 0 }
+
 // Options tunes the limits. Zero values take the documented defaults.
 type Options struct {
-	CodeTTL      time.Duration // how long a code is valid (2 min)
-	MaxTries     int           // wrong tries before a code locks (5)
-	SendInterval time.Duration // minimum gap between sends to one phone (60 s)
-	SendWindow   time.Duration // window of the daily send limit (24 h)
-	SendsPerDay  int           // sends per phone per window (10)
-	SessionTTL   time.Duration // idle time after which a session ends (30 min)
-	AdminPhones  []string      // phones that get role ADMIN at login
-	DevMode      bool          // expose codes in SendCode's result (never in production)
-	Sender       CodeSender    // LogSender by default
+	CodeTTL  time.Duration // how long a code is valid (2 min)
+	MaxTries int           // wrong tries before a code locks (5)
+	// SendInterval is the cooldown after a send to one phone (60 s) for the first FreeSends
+	// sends of a streak (3); each further send doubles it, up to MaxSendInterval (15 min).
+	// A streak ends when no code was sent to the phone for StreakWindow (24 h).
+	SendInterval    time.Duration
+	FreeSends       int
+	MaxSendInterval time.Duration
+	StreakWindow    time.Duration
+	// SendsPerClient and SendsGlobal bound sends per client address (ClientAddress of the
+	// context) and server-wide; zero Rates do not limit. Attempts count, refused or not.
+	SendsPerClient Rate
+	SendsGlobal    Rate
+	SessionTTL     time.Duration // idle time after which a session ends (30 min)
+	AdminPhones    []string      // phones that get role ADMIN at login
+	DevMode        bool          // expose codes in SendCode's result (never in production)
+	Sender         CodeSender    // LogSender by default
 	// Pipe, when set, sends the session lookups of concurrent requests in shared pipelines
 	// (one round trip for many requests under load). nil: one round trip per request.
 	Pipe *autopipe.Pipeliner
@@ -79,11 +112,14 @@ func (o *Options) setDefaults() {
 	if o.SendInterval <= 0 {
 		o.SendInterval = 60 * time.Second
 	}
-	if o.SendWindow <= 0 {
-		o.SendWindow = 24 * time.Hour
+	if o.FreeSends <= 0 {
+		o.FreeSends = 3
 	}
-	if o.SendsPerDay <= 0 {
-		o.SendsPerDay = 10
+	if o.MaxSendInterval < o.SendInterval {
+		o.MaxSendInterval = max(15*time.Minute, o.SendInterval)
+	}
+	if o.StreakWindow <= 0 {
+		o.StreakWindow = 24 * time.Hour
 	}
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 30 * time.Minute
@@ -129,38 +165,70 @@ func ValidatePhone(phone string) error {
 	return nil
 }
 
-// SendCode creates a code for phone and hands it to the CodeSender.
+// SendCode creates a code for phone and hands it to the CodeSender, unless a send limit
+// refuses it (RATE_LIMITED, saying when to retry).
 func (s *Service) SendCode(ctx context.Context, phone string) (*SentCode, error) {
 	if err := ValidatePhone(phone); err != nil {
+		return nil, err
+	}
+	if err := s.checkSendRates(ctx); err != nil {
 		return nil, err
 	}
 	code, err := randomCode()
 	if err != nil {
 		return nil, err
 	}
-	keys := []string{codeKey(phone), gapKey(phone), dayKey(phone)}
+	keys := PhoneKeys(phone)
 	res, err := lua.LoginSendCode.Run(ctx, s.rdb, keys, code,
-		s.opts.CodeTTL.Milliseconds(), s.opts.SendInterval.Milliseconds(),
-		s.opts.SendsPerDay, s.opts.SendWindow.Milliseconds()).Int64Slice()
+		s.opts.CodeTTL.Milliseconds(), s.opts.SendInterval.Milliseconds(), s.opts.MaxSendInterval.Milliseconds(),
+		s.opts.FreeSends, s.opts.StreakWindow.Milliseconds()).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("auth: storing login code: %w", err)
 	}
-	switch res[0] {
-	case -1:
-		return nil, rateLimited("a code was sent to this phone recently", time.Duration(res[1])*time.Millisecond)
-	case -2:
-		return nil, rateLimited(fmt.Sprintf("at most %d codes per phone per %s", s.opts.SendsPerDay, s.opts.SendWindow), time.Duration(res[1])*time.Millisecond)
+	cooldown := time.Duration(res[1]) * time.Millisecond
+	if res[0] == sendInCooldown {
+		return nil, rateLimited("a code was sent to this phone recently", cooldown)
 	}
 	if err := s.opts.Sender.Send(ctx, phone, code); err != nil {
-		// Give the cooldown back so the user can retry at once; the daily count stays spent.
-		s.rdb.Del(context.WithoutCancel(ctx), gapKey(phone), codeKey(phone))
+		// Give the cooldown and the streak's send back so the user can retry at once.
+		bg := context.WithoutCancel(ctx)
+		s.rdb.Del(bg, keys[phoneCode], keys[phoneGap])
+		s.rdb.Decr(bg, keys[phoneStreak])
 		return nil, fmt.Errorf("auth: sending login code: %w", err)
 	}
-	out := &SentCode{ExpiresIn: s.opts.CodeTTL, RetryAfter: s.opts.SendInterval}
+	out := &SentCode{ExpiresIn: s.opts.CodeTTL, RetryAfter: cooldown}
 	if s.opts.DevMode {
 		out.DevCode = code
 	}
 	return out, nil
+}
+
+// sendInCooldown is login_send_code.lua's refusal.
+const sendInCooldown = -1
+
+// checkSendRates counts this send against the client's and the server-wide windows.
+func (s *Service) checkSendRates(ctx context.Context) error {
+	if addr := ClientAddress(ctx); addr != "" && !s.opts.SendsPerClient.Off() {
+		if err := s.countSend(ctx, clientSendKey(addr), s.opts.SendsPerClient, "from this address"); err != nil {
+			return err
+		}
+	}
+	if !s.opts.SendsGlobal.Off() {
+		return s.countSend(ctx, globalSendKey, s.opts.SendsGlobal, "server-wide: the service is busy")
+	}
+	return nil
+}
+
+func (s *Service) countSend(ctx context.Context, key string, r Rate, scope string) error {
+	res, err := lua.RateWindow.Run(ctx, s.rdb, []string{key}, r.Count, r.Window.Milliseconds()).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("auth: counting login code sends: %w", err)
+	}
+	if res[0] == 0 {
+		return rateLimited(fmt.Sprintf("too many login codes requested %s (at most %d per %s)", scope, r.Count, r.Window),
+			time.Duration(res[1])*time.Millisecond)
+	}
+	return nil
 }
 
 func rateLimited(why string, retry time.Duration) error {
@@ -300,12 +368,25 @@ func (s *Service) SessionTTL(ctx context.Context, token string) (time.Duration, 
 }
 
 func codeKey(phone string) string { return "login:code:{" + phone + "}" }
-func gapKey(phone string) string  { return "login:send:{" + phone + "}:gap" }
-func dayKey(phone string) string  { return "login:send:{" + phone + "}:day" }
 
-// PhoneKeys are the Redis keys the login flow keeps per phone (the code and the send limits),
-// for tools that clean up after simulated users (surge bench seckill).
-func PhoneKeys(phone string) []string { return []string{codeKey(phone), gapKey(phone), dayKey(phone)} }
+// Indexes of PhoneKeys.
+const (
+	phoneCode   = iota // the code hash
+	phoneGap           // the cooldown marker
+	phoneStreak        // the streak's send count
+)
+
+// PhoneKeys are the Redis keys the login flow keeps per phone: the code, the cooldown marker
+// and the streak's send count, in that order (login_send_code.lua's KEYS; tools that clean up
+// after simulated users use them too, as surge bench seckill does).
+func PhoneKeys(phone string) []string {
+	return []string{codeKey(phone), "login:send:{" + phone + "}:gap", "login:send:{" + phone + "}:streak"}
+}
+
+// Send windows per client address and server-wide.
+const globalSendKey = "login:send:all"
+
+func clientSendKey(addr string) string { return "login:send:client:{" + addr + "}" }
 
 // SessionKey is the Redis key of token's session: a SHA-256 of the token, never the token.
 func SessionKey(token string) string {

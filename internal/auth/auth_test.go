@@ -1,8 +1,11 @@
 package auth_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,21 +104,91 @@ func testSendCodeStoresCodeWithTTLAndRateLimits(t *testing.T, rdb redis.Universa
 	}
 }
 
-func TestSendCodeDailyLimit(t *testing.T) { testenv.EachRedis(t, testSendCodeDailyLimit) }
+func TestSendCooldownEscalates(t *testing.T) { testenv.EachRedis(t, testSendCooldownEscalates) }
 
-func testSendCodeDailyLimit(t *testing.T, rdb redis.UniversalClient) {
+// The cooldown after a send is the base for the first FreeSends sends of a streak, then doubles
+// up to its cap; there is no quota, so an attacker's sends cannot lock the owner out longer
+// than the cap.
+func testSendCooldownEscalates(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
-	svc, _, _ := newService(t, rdb, auth.Options{SendInterval: time.Millisecond, SendsPerDay: 3})
+	base := 40 * time.Millisecond
+	svc, _, _ := newService(t, rdb, auth.Options{SendInterval: base, FreeSends: 2, MaxSendInterval: 4 * base})
 	phone := testenv.Phone()
-	for i := 0; i < 3; i++ {
-		if _, err := svc.SendCode(ctx, phone); err != nil {
+	t.Cleanup(func() { rdb.Del(context.Background(), auth.PhoneKeys(phone)...) })
+	for i, want := range []time.Duration{base, base, 2 * base, 4 * base, 4 * base, 4 * base} {
+		sent, err := svc.SendCode(ctx, phone)
+		if err != nil {
+			t.Fatalf("send %d after its cooldown: %v", i+1, err)
+		}
+		if sent.RetryAfter != want {
+			t.Fatalf("send %d: next send after %v, want %v", i+1, sent.RetryAfter, want)
+		}
+		if _, err := svc.SendCode(ctx, phone); apperr.CodeOf(err) != apperr.RateLimited {
+			t.Fatalf("send %d: a send within the cooldown: %v, want RATE_LIMITED", i+1, err)
+		}
+		time.Sleep(want + 5*time.Millisecond)
+	}
+}
+
+func TestSendRatePerClient(t *testing.T) { testenv.EachRedis(t, testSendRatePerClient) }
+
+// Sends from one client address are limited in a fixed window; other addresses go on.
+func testSendRatePerClient(t *testing.T, rdb redis.UniversalClient) {
+	svc, sender, _ := newService(t, rdb, auth.Options{SendsPerClient: auth.Rate{Count: 2, Window: time.Minute}})
+	addr := "198.51.100." + testenv.Phone()[8:] // unique per run: the window outlives the test
+	ctx := auth.WithClientAddress(context.Background(), addr)
+	for i := range 2 {
+		if _, err := svc.SendCode(ctx, testenv.Phone()); err != nil {
+			t.Fatalf("send %d from one address: %v", i+1, err)
+		}
+	}
+	phone := testenv.Phone()
+	_, err := svc.SendCode(ctx, phone)
+	if apperr.CodeOf(err) != apperr.RateLimited || sender.code(phone) != "" {
+		t.Fatalf("third send from one address within the window: %v (sent %q), want RATE_LIMITED", err, sender.code(phone))
+	}
+	other := auth.WithClientAddress(context.Background(), addr+"1")
+	if _, err := svc.SendCode(other, testenv.Phone()); err != nil {
+		t.Fatalf("another address: %v", err)
+	}
+	// Without an address (no HTTP request behind it) the per-client limit does not apply.
+	if _, err := svc.SendCode(context.Background(), testenv.Phone()); err != nil {
+		t.Fatalf("no address: %v", err)
+	}
+}
+
+// The server-wide window is one key for the whole deployment: tested on a private Redis, where
+// no other test sends.
+func TestSendRateGlobal(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.StartRedis(t).Addr})
+	t.Cleanup(func() { rdb.Close() })
+	svc, _, _ := newService(t, rdb, auth.Options{SendsGlobal: auth.Rate{Count: 3, Window: 300 * time.Millisecond}})
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := svc.SendCode(ctx, testenv.Phone()); err != nil {
 			t.Fatalf("send %d: %v", i+1, err)
 		}
-		time.Sleep(3 * time.Millisecond) // let the 1 ms cooldown pass
 	}
-	_, err := svc.SendCode(ctx, phone)
-	if apperr.CodeOf(err) != apperr.RateLimited {
-		t.Fatalf("send beyond the daily limit: got %v, want RATE_LIMITED", err)
+	if _, err := svc.SendCode(ctx, testenv.Phone()); apperr.CodeOf(err) != apperr.RateLimited {
+		t.Fatalf("fourth send in the window: %v, want RATE_LIMITED", err)
+	}
+	time.Sleep(350 * time.Millisecond)
+	if _, err := svc.SendCode(ctx, testenv.Phone()); err != nil {
+		t.Fatalf("send in the next window: %v", err)
+	}
+}
+
+// Production's default sender logs that a code was made, never the code.
+func TestLogSenderRevealsCodesOnlyInDevMode(t *testing.T) {
+	for _, reveal := range []bool{false, true} {
+		var buf bytes.Buffer
+		s := auth.LogSender{Logger: slog.New(slog.NewTextHandler(&buf, nil)), Reveal: reveal}
+		if err := s.Send(context.Background(), "13812345678", "493817"); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(buf.String(), "493817"); got != reveal || strings.Contains(buf.String(), "13812345678") {
+			t.Fatalf("Reveal=%v: the log %q (code shown: %v)", reveal, buf.String(), got)
+		}
 	}
 }
 

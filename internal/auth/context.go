@@ -8,6 +8,20 @@ import (
 
 type ctxKey struct{}
 
+type addressKey struct{}
+
+// WithClientAddress returns ctx carrying the client's address, as the HTTP layer resolved it
+// (the peer, or a trusted proxy's header); send limits per client count by it.
+func WithClientAddress(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, addressKey{}, addr)
+}
+
+// ClientAddress returns the client's address ("" when unknown: no per-client limit applies).
+func ClientAddress(ctx context.Context) string {
+	a, _ := ctx.Value(addressKey{}).(string)
+	return a
+}
+
 type requestAuth struct {
 	token   string
 	session *Session

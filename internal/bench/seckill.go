@@ -188,7 +188,7 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 	fs.BoolVar(&o.consumeAfter, "consume-after", false, "-inprocess: start the order consumer after the grabs, not during them (admission alone, as when the consumers run elsewhere or lag behind the surge)")
 	fs.Var(&targets, "target", "server URL(s), comma-separated or repeated: grabs are spread round-robin")
 	fs.StringVar(&o.adminPhone, "admin-phone", app.DevAdminPhone, "HTTP mode: phone of an admin (SURGE_ADMIN_PHONES of the servers) to create the voucher")
-	fs.StringVar(&o.adminToken, "admin-token", "", "HTTP mode: an admin's session token instead of logging in as -admin-phone (a phone gets 1 code per 60 s, 10 per day)")
+	fs.StringVar(&o.adminToken, "admin-token", "", "HTTP mode: an admin's session token instead of logging in as -admin-phone (a phone waits 60 s between codes, longer after three)")
 	fs.Float64Var(&o.rate, "rate", -1, "in-process: grabs per second per user (burst twice that); negative: no limit")
 	jsonOnly := fs.Bool("json-only", false, "print only the final JSON line")
 	if err := fs.Parse(args); err != nil {

@@ -46,62 +46,87 @@ func TestQueryDepthAndComplexityLimits(t *testing.T) {
 
 func TestGraphQLOverHTTP(t *testing.T) {
 	e := start(t)
-	get := func(q string) *result {
-		req, _ := http.NewRequest(http.MethodGet, e.url+"/query?query="+url.QueryEscape(q), nil)
+	request := func(method, path, body, accept string) *result {
+		req, _ := http.NewRequest(method, e.url+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
 		return e.send(req)
 	}
-	r := get(`{ shopTypes { name } }`)
-	if r.Status != 200 || r.ContentType != "application/graphql-response+json" || len(list(r.Data, "shopTypes")) != 10 {
-		t.Fatalf("GET query: %d %s %s", r.Status, r.ContentType, r.Raw)
+	get := func(q, accept string) *result {
+		return request(http.MethodGet, "/query?query="+url.QueryEscape(q), "", accept)
 	}
+	// A missing Accept, */* and application/json get application/json; clients that accept
+	// application/graphql-response+json get it.
+	for accept, want := range map[string]string{
+		"":                                  "application/json",
+		"*/*":                               "application/json",
+		"application/json":                  "application/json",
+		"application/graphql-response+json": "application/graphql-response+json",
+		"application/graphql-response+json, application/json;q=0.9": "application/graphql-response+json",
+		"application/graphql-response+json;q=0.5, application/json": "application/json",
+	} {
+		r := get(`{ shopTypes { name } }`, accept)
+		if r.Status != 200 || !strings.HasPrefix(r.ContentType, want) || len(list(r.Data, "shopTypes")) != 10 {
+			t.Fatalf("GET with Accept %q: %d %s %s", accept, r.Status, r.ContentType, r.Raw)
+		}
+	}
+	if r := get(`{ __typename }`, "text/html"); r.Status != http.StatusNotAcceptable || r.code() != "BAD_REQUEST" {
+		t.Fatalf("Accept text/html only: %d %s", r.Status, r.Raw)
+	}
+
 	req, _ := http.NewRequest(http.MethodGet, e.url+"/query?query="+url.QueryEscape(`mutation { logout }`), nil)
+	r := e.send(req)
+	if r.Status != http.StatusMethodNotAllowed || r.code() != "BAD_REQUEST" {
+		t.Fatalf("GET mutation: %d %s, want 405", r.Status, r.Raw)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
-		t.Fatalf("GET mutation: %d Allow=%q, want 405 Allow: POST", resp.StatusCode, resp.Header.Get("Allow"))
+	if resp.Header.Get("Allow") != "POST" {
+		t.Fatalf("GET mutation: Allow=%q, want POST", resp.Header.Get("Allow"))
 	}
-	req, _ = http.NewRequest(http.MethodPut, e.url+"/query", strings.NewReader(`{"query":"{ me { id } }"}`))
-	if r := e.send(req); r.Status != http.StatusMethodNotAllowed {
-		t.Fatalf("PUT: %d", r.Status)
+	if r := request(http.MethodPut, "/query", `{"query":"{ me { id } }"}`, ""); r.Status != http.StatusMethodNotAllowed || r.code() != "BAD_REQUEST" {
+		t.Fatalf("PUT: %d %s", r.Status, r.Raw)
 	}
 
-	// Explicit Accept: application/json gets application/json.
-	req, _ = http.NewRequest(http.MethodPost, e.url+"/query", strings.NewReader(`{"query":"{ shopTypes { id } }"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	if r := e.send(req); r.Status != 200 || !strings.HasPrefix(r.ContentType, "application/json") {
-		t.Fatalf("Accept json: %d %s", r.Status, r.ContentType)
+	// Parse and validation errors: 400 under application/graphql-response+json (no data
+	// entry), 200 under application/json (the spec's legacy rule).
+	for _, q := range []string{`{ shopTypes { `, `{ shopTypes { nope } }`} {
+		r := request(http.MethodPost, "/query", `{"query":"`+q+`"}`, "application/graphql-response+json")
+		if r.Status != 400 || r.Data != nil || strings.Contains(r.Raw, `"data"`) {
+			t.Fatalf("%s with graphql-response+json: %d %s", q, r.Status, r.Raw)
+		}
+		if r := request(http.MethodPost, "/query", `{"query":"`+q+`"}`, "application/json"); r.Status != 200 || len(r.Errors) == 0 {
+			t.Fatalf("%s with application/json: %d %s", q, r.Status, r.Raw)
+		}
 	}
-	// Parse and validation errors are 400 with application/graphql-response+json.
 	r = e.do("", `{ shopTypes { `, nil)
-	if r.Status != 400 || r.code() != "GRAPHQL_PARSE_FAILED" {
+	if r.code() != "GRAPHQL_PARSE_FAILED" {
 		t.Fatalf("parse error: %d %s", r.Status, r.Raw)
 	}
 	r = e.do("", `{ shopTypes { nope } }`, nil)
-	if r.Status != 400 || r.code() != "GRAPHQL_VALIDATION_FAILED" {
+	if r.code() != "GRAPHQL_VALIDATION_FAILED" {
 		t.Fatalf("validation error: %d %s", r.Status, r.Raw)
 	}
-	// Production: no suggestions, no introspection.
+	// Production: no suggestions, introspection refused by validation.
 	if strings.Contains(r.Raw, "Did you mean") {
 		t.Fatalf("suggestions leak the schema in production: %s", r.Raw)
 	}
-	if r := e.do("", `{ __schema { types { name } } }`, nil); len(r.Errors) == 0 {
-		t.Fatalf("introspection allowed in production: %s", r.Raw[:min(200, len(r.Raw))])
+	if r := e.do("", `{ __schema { types { name } } }`, nil); r.Status != 400 || r.code() != "GRAPHQL_VALIDATION_FAILED" {
+		t.Fatalf("introspection in production: %d %s", r.Status, r.Raw[:min(200, len(r.Raw))])
 	}
+	// __typename is no introspection.
+	e.ok("", `{ __typename shopTypes { __typename } }`, nil)
 	// Oversized bodies are refused before parsing.
 	big := `{"query":"{ shopTypes { id } }","variables":{"pad":"` + strings.Repeat("x", 2<<20) + `"}}`
-	req, _ = http.NewRequest(http.MethodPost, e.url+"/query", strings.NewReader(big))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("2 MiB body: %d, want 413", resp.StatusCode)
+	if r := request(http.MethodPost, "/query", big, ""); r.Status != http.StatusRequestEntityTooLarge || r.code() != "BAD_REQUEST" {
+		t.Fatalf("2 MiB body: %d %s, want 413", r.Status, r.Raw)
 	}
 }
 

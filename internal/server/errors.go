@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -33,6 +35,9 @@ func classifyResolverErrors(log *slog.Logger) graphql.FieldMiddleware {
 			return res, err
 		}
 		switch {
+		case deadlinePassed(ctx):
+			log.WarnContext(ctx, "request deadline passed", "path", graphql.GetFieldContext(ctx).Path().String(), "err", err)
+			return res, apperr.New(CodeTimeout, "the request ran past its deadline")
 		case ent.IsNotFound(err):
 			return res, apperr.New(apperr.NotFound, "not found")
 		case ent.IsValidationError(err), ent.IsConstraintError(err):
@@ -49,9 +54,28 @@ func classifyResolverErrors(log *slog.Logger) graphql.FieldMiddleware {
 	}
 }
 
-// presentError puts the typed code in extensions.code, the offending input in
+// presenter puts the typed code in extensions.code, the offending input in
 // extensions.field and any further extensions of the typed error (which cannot override
-// those two) beside them.
+// those two) beside them. Without suggestions, no "Did you mean" hint survives: gqlgen's
+// switch covers unknown fields only, not enum values, arguments or input fields.
+func presenter(suggestions bool) graphql.ErrorPresenterFunc {
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		gqlErr := presentError(ctx, err)
+		if !suggestions {
+			gqlErr.Message = withoutSuggestion(gqlErr.Message)
+		}
+		return gqlErr
+	}
+}
+
+// withoutSuggestion drops gqlparser's " Did you mean …?" tail, which names schema members.
+func withoutSuggestion(msg string) string {
+	if i := strings.Index(msg, " Did you mean "); i >= 0 {
+		return msg[:i]
+	}
+	return msg
+}
+
 func presentError(ctx context.Context, err error) *gqlerror.Error {
 	gqlErr := graphql.DefaultErrorPresenter(ctx, err)
 	if gqlErr.Extensions == nil {
@@ -78,7 +102,41 @@ func presentError(ctx context.Context, err error) *gqlerror.Error {
 		gqlErr.Message = internalMessage
 		gqlErr.Extensions["code"] = string(apperr.Internal)
 	}
+	gqlErr.Message = truncate(gqlErr.Message, maxMessageBytes)
 	return gqlErr
+}
+
+// maxMessageBytes bounds an error message: parser and validator messages quote the input
+// (a value, a name), and no answer may echo an unbounded input.
+const maxMessageBytes = 300
+
+// truncate cuts s to at most n bytes on a UTF-8 boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// maxErrors bounds the errors of one response: validation reports every conflicting pair of
+// fields, which grows with the square of a hostile document.
+const maxErrors = 20
+
+// capErrors keeps the first maxErrors errors of a response and says how many were dropped.
+func capErrors(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	resp := next(ctx)
+	if resp != nil && len(resp.Errors) > maxErrors {
+		dropped := len(resp.Errors) - maxErrors + 1
+		resp.Errors = append(resp.Errors[:maxErrors-1], &gqlerror.Error{
+			Message:    fmt.Sprintf("%d more errors not shown", dropped),
+			Extensions: map[string]any{"code": resp.Errors[maxErrors-1].Extensions["code"]},
+		})
+	}
+	return resp
 }
 
 // recoverPanic logs a resolver panic with its stack and answers INTERNAL.

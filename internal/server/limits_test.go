@@ -50,21 +50,3 @@ func TestSelectionDepth(t *testing.T) {
 		}
 	}
 }
-
-func TestIsMutation(t *testing.T) {
-	for q, want := range map[string]bool{
-		`{ a }`:                          false,
-		`query Q { mutation: a }`:        false,
-		`mutation { logout }`:            true,
-		`subscription { s }`:             true,
-		`query A { a } mutation B { b }`: true,
-		`not graphql mutation`:           false,
-	} {
-		if got := isMutation(q, ""); got != want {
-			t.Errorf("%q: %v, want %v", q, got, want)
-		}
-	}
-	if isMutation(`query A { a } mutation B { b }`, "A") {
-		t.Error("operationName A selects a query")
-	}
-}

@@ -7,31 +7,40 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/vektah/gqlparser/v2/ast"
-	"github.com/vektah/gqlparser/v2/parser"
 
 	gql "github.com/surgekit/surge/graph"
 )
 
 // Options configures the HTTP surface. Zero values take the defaults noted.
 type Options struct {
-	Introspection bool         // schema introspection (on in dev, off in production)
-	Suggestions   bool         // "did you mean" hints in validation errors (same)
-	MaxComplexity int          // per-operation complexity budget (3000)
-	MaxDepth      int          // maximum field nesting, introspection excluded (10)
-	MaxBodyBytes  int64        // request body limit (1 MiB)
-	Playground    http.Handler // served at "/"; nil serves nothing there
-	Logger        *slog.Logger
-	Registry      *prometheus.Registry // metrics registry (a fresh one if nil)
+	Introspection bool  // schema introspection (on in dev, off in production)
+	Suggestions   bool  // "did you mean" hints in validation errors (same)
+	MaxComplexity int   // per-operation complexity budget (3000)
+	MaxDepth      int   // maximum field nesting, introspection excluded (10)
+	MaxBodyBytes  int64 // request body limit (1 MiB)
+	// Limits bound documents and variables before they are parsed and validated (2000
+	// tokens, nesting 32, 500 fields).
+	Limits DocumentLimits
+	// RequestTimeout is the deadline of each request (and of each query or mutation over a
+	// WebSocket): its work is cancelled then (5 s).
+	RequestTimeout time.Duration
+	// TrustedProxyHeader names the header a reverse proxy sets to the client's address (e.g.
+	// X-Forwarded-For, X-Real-IP): its last address counts as the client's for per-client
+	// limits. Empty: the peer's address. Set it only when every request comes through that
+	// proxy, or clients pick their own address.
+	TrustedProxyHeader string
+	Playground         http.Handler // served at "/"; nil serves nothing there
+	Logger             *slog.Logger
+	Registry           *prometheus.Registry // metrics registry (a fresh one if nil)
 	// Health checks each dependency; /healthz answers 200 only when all return nil.
 	Health map[string]func(context.Context) error
 	// WebsocketOrigins lists the origins, besides the endpoint's own, from which browsers may
@@ -39,6 +48,9 @@ type Options struct {
 	// AcceptOptions.OriginPatterns, e.g. "app.example.com" or "*.example.com"). MaxBodyBytes
 	// also bounds WebSocket messages.
 	WebsocketOrigins []string
+	// WebsocketSubscriptions caps the subscriptions running on one WebSocket connection (10);
+	// WebsocketConnections caps the open connections of one client address (50).
+	WebsocketSubscriptions, WebsocketConnections int
 }
 
 func (o *Options) setDefaults() {
@@ -50,6 +62,16 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 1 << 20
+	}
+	o.Limits.setDefaults()
+	if o.WebsocketSubscriptions <= 0 {
+		o.WebsocketSubscriptions = 10
+	}
+	if o.WebsocketConnections <= 0 {
+		o.WebsocketConnections = 50
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 5 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -72,86 +94,45 @@ func New(res *gql.Resolver, opts Options) http.Handler {
 	return mux
 }
 
-// GraphQL returns the /query handler: methods and body size checked first, then the bearer
-// token resolved, then gqlgen, which serves GET, POST and WebSocket (subscriptions) with the
-// same limits.
+// GraphQL returns the /query handler: a deadline set, the bearer token resolved, then gqlgen
+// with this package's HTTP transport (GET, POST) and the WebSocket one (subscriptions), under
+// the same limits.
 func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	opts.setDefaults()
 	cfg := gql.Config{Resolvers: res}
 	setComplexity(&cfg.Complexity)
 	srv := handler.New(gql.NewExecutableSchema(cfg))
 	srv.AddTransport(websocketTransport(res.Auth, opts))
-	// application/graphql-response+json unless the client asks for application/json: with it,
-	// request errors get 4xx status codes as the GraphQL-over-HTTP spec describes.
-	srv.AddTransport(transport.GET{UseGrapQLResponseJsonByDefault: true})
-	srv.AddTransport(transport.POST{UseGrapQLResponseJsonByDefault: true})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	srv.AddTransport(httpTransport{maxBody: opts.MaxBodyBytes, limits: opts.Limits})
+	queries := lru.New[*ast.QueryDocument](1000)
+	srv.SetQueryCache(queries)
+	srv.Use(documentLimits{DocumentLimits: opts.Limits, accepted: queries})
 	srv.SetDisableSuggestion(!opts.Suggestions)
+	srv.SetValidationRulesFn(validationRules(opts.Introspection))
 	if opts.Introspection {
 		srv.Use(extension.Introspection{})
 	}
 	srv.Use(depthLimit{Max: opts.MaxDepth})
 	srv.Use(extension.FixedComplexityLimit(opts.MaxComplexity))
 	srv.Use(subscriptionsOverWebsocket{})
+	srv.Use(sideEffectLimit{})
+	srv.AroundOperations(operationDeadline(opts.RequestTimeout))
+	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+		return next(res.WithLoaders(ctx)) // batch shop(id:) and voucher(id:) lookups per operation
+	})
 	srv.AroundOperations(websocketSessions(res.Auth, opts.Logger))
+	srv.AroundOperations(limitSubscriptions)
 	srv.AroundFields(classifyResolverErrors(opts.Logger))
-	srv.SetErrorPresenter(presentError)
+	srv.SetErrorPresenter(presenter(opts.Suggestions))
 	srv.SetRecoverFunc(recoverPanic(opts.Logger))
 	srv.AroundResponses(newMetrics(opts.Registry).aroundResponses)
+	srv.AroundResponses(capErrors)
 
 	var h http.Handler = srv
 	h = withSessions(res.Auth, opts.Logger, h)
-	return httpRules(h, opts.MaxBodyBytes)
-}
-
-// httpRules applies the GraphQL-over-HTTP rules gqlgen leaves open: only GET and POST, no
-// mutations over GET (405 with Allow: POST), and a bounded body (413).
-func httpRules(next http.Handler, maxBody int64) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.Method {
-		case http.MethodPost:
-			if r.ContentLength > maxBody {
-				writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
-				return
-			}
-			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-		case http.MethodGet:
-			if isMutation(r.URL.Query().Get("query"), r.URL.Query().Get("operationName")) {
-				w.Header().Set("Allow", "POST")
-				writeError(w, http.StatusMethodNotAllowed, "mutations must use POST")
-				return
-			}
-		default:
-			w.Header().Set("Allow", "GET, POST")
-			writeError(w, http.StatusMethodNotAllowed, "use GET or POST")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// isMutation reports whether the selected operation of query is not a query. Unparsable
-// documents return false and get their parse error from gqlgen.
-func isMutation(query, opName string) bool {
-	if !strings.Contains(query, "mutation") && !strings.Contains(query, "subscription") {
-		return false
-	}
-	doc, err := parser.ParseQuery(&ast.Source{Input: query})
-	if err != nil {
-		return false
-	}
-	for _, op := range doc.Operations {
-		if (opName == "" || op.Name == opName) && op.Operation != ast.Query {
-			return true
-		}
-	}
-	return false
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"errors": []map[string]string{{"message": msg}}})
+	h = withDeadline(h, opts.RequestTimeout)
+	h = limitConnections(h, opts.WebsocketConnections)
+	return withClientAddress(h, opts.TrustedProxyHeader)
 }
 
 // healthHandler answers 200 when every check passes within 2 s, else 503; the body names each

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -18,6 +20,10 @@ import (
 
 // CodeNeedsWebsocket is the code of a subscription sent over plain HTTP (HTTP 400).
 const CodeNeedsWebsocket = "SUBSCRIPTION_NEEDS_WEBSOCKET"
+
+// CodeWebsocketLimit is the code of a WebSocket connection or subscription over the limits:
+// connections per client address (HTTP 429 at the upgrade), subscriptions per connection.
+const CodeWebsocketLimit = "WEBSOCKET_LIMIT_EXCEEDED"
 
 func init() {
 	errcode.RegisterErrorType(CodeNeedsWebsocket, errcode.KindProtocol)
@@ -41,7 +47,7 @@ func websocketTransport(a *auth.Service, opts *Options) transport.Websocket {
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
 			OriginPatterns: opts.WebsocketOrigins,
 		}},
-		InitFunc:              websocketInit(a, opts.Logger),
+		InitFunc:              websocketInit(a, opts),
 		InitTimeout:           10 * time.Second,
 		KeepAlivePingInterval: keepAlive,
 		PingPongInterval:      keepAlive,
@@ -54,9 +60,11 @@ func websocketTransport(a *auth.Service, opts *Options) transport.Websocket {
 // withSessions before the upgrade). A missing or unknown token makes the connection
 // anonymous, as over HTTP; fields that need a login answer UNAUTHENTICATED. A session store
 // failure refuses the connection.
-func websocketInit(a *auth.Service, log *slog.Logger) transport.WebsocketInitFunc {
+func websocketInit(a *auth.Service, opts *Options) transport.WebsocketInitFunc {
+	log := opts.Logger
 	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		ctx = context.WithValue(ctx, overWebsocket{}, true)
+		ctx = context.WithValue(ctx, subscriptionSlotsKey{}, make(subscriptionSlots, opts.WebsocketSubscriptions))
 		if h := payload.Authorization(); h != "" {
 			// The payload's credentials replace the upgrade request's.
 			var err error
@@ -106,4 +114,88 @@ func (subscriptionsOverWebsocket) MutateOperationContext(ctx context.Context, op
 	err := gqlerror.Errorf("subscriptions need a WebSocket connection (graphql-transport-ws) to this endpoint")
 	errcode.Set(err, CodeNeedsWebsocket)
 	return err
+}
+
+// subscriptionSlots is a connection's semaphore of running subscriptions.
+type subscriptionSlots chan struct{}
+
+type subscriptionSlotsKey struct{}
+
+// slotGrace is how long a subscription waits for a slot: a client that completes one
+// subscription and starts another at once must not be refused because the first is still
+// winding down on the server.
+const slotGrace = 250 * time.Millisecond
+
+// limitSubscriptions caps the subscriptions running on one connection: each holds a poller
+// subscription and two goroutines, and 5 000 were accepted on one anonymous connection. A
+// subscription's slot is given back when it ends (its context is cancelled: completed by
+// either side, or the connection closed).
+func limitSubscriptions(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	slots, ok := ctx.Value(subscriptionSlotsKey{}).(subscriptionSlots)
+	op := graphql.GetOperationContext(ctx).Operation
+	if !ok || op == nil || op.Operation != ast.Subscription {
+		return next(ctx)
+	}
+	wait := time.NewTimer(slotGrace)
+	defer wait.Stop()
+	select {
+	case slots <- struct{}{}:
+	case <-wait.C:
+		err := gqlerror.Errorf("too many subscriptions on this connection (at most %d): complete one first", cap(slots))
+		errcode.Set(err, CodeWebsocketLimit)
+		return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{err}})
+	case <-ctx.Done():
+		return graphql.OneShot(nil)
+	}
+	context.AfterFunc(ctx, func() { <-slots })
+	return next(ctx)
+}
+
+// clientConnections counts open WebSocket connections per client address.
+type clientConnections struct {
+	mu   sync.Mutex
+	open map[string]int
+	max  int
+}
+
+func (c *clientConnections) take(addr string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[addr] >= c.max {
+		return false
+	}
+	c.open[addr]++
+	return true
+}
+
+func (c *clientConnections) give(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[addr]--; c.open[addr] <= 0 {
+		delete(c.open, addr)
+	}
+}
+
+// limitConnections refuses a WebSocket upgrade (429) from a client address that holds max
+// connections already; the slot is given back when the connection ends (gqlgen's transport
+// serves a connection for as long as it lives).
+func limitConnections(next http.Handler, max int) http.Handler {
+	conns := &clientConnections{open: map[string]int{}, max: max}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isUpgrade(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		addr := auth.ClientAddress(r.Context())
+		if !conns.take(addr) {
+			err := gqlerror.Errorf("too many WebSocket connections from this address (at most %d)", max)
+			errcode.Set(err, CodeWebsocketLimit)
+			writeResponse(w, mediaJSON, http.StatusTooManyRequests, struct {
+				Errors gqlerror.List `json:"errors"`
+			}{gqlerror.List{err}})
+			return
+		}
+		defer conns.give(addr)
+		next.ServeHTTP(w, r)
+	})
 }

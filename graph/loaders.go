@@ -1,0 +1,99 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vikstrous/dataloadgen"
+
+	"github.com/surgekit/surge/ent"
+)
+
+// loaderWait bounds how long a loader waits for the lookups it expects (see WithLoaders)
+// before it fetches what it has: one comes late only when its field never resolves (an
+// invalid id, @skip).
+const loaderWait = 2 * time.Millisecond
+
+// loaders batch the lookups by id of one operation.
+type loaders struct {
+	shops    *dataloadgen.Loader[int, *ent.Shop]
+	vouchers *dataloadgen.Loader[int, *ent.Voucher]
+}
+
+type loadersKey struct{}
+
+// WithLoaders returns ctx carrying fresh loaders for one operation (the server installs them
+// around every operation; they cache what they loaded until the operation ends). Each loader
+// knows from the operation how many distinct ids its root field asks for (all aliases of
+// shop(id:), of voucher(id:)) and fetches as soon as they have all asked: gqlgen resolves
+// root fields concurrently, so the aliases cost one fetch, with no timed wait for a single one.
+func (r *Resolver) WithLoaders(ctx context.Context) context.Context {
+	lookups := rootLookups(graphql.GetOperationContext(ctx))
+	options := func(field string) []dataloadgen.Option {
+		return []dataloadgen.Option{dataloadgen.WithWait(loaderWait), dataloadgen.WithBatchCapacity(max(1, len(lookups[field])))}
+	}
+	return context.WithValue(ctx, loadersKey{}, &loaders{
+		shops:    dataloadgen.NewMappedLoader(r.Catalog.Shops, options("shop")...),
+		vouchers: dataloadgen.NewMappedLoader(r.Catalog.Vouchers, options("voucher")...),
+	})
+}
+
+// rootLookups lists, per root field of a query (aliases and fragments included), the distinct
+// values of its id argument.
+func rootLookups(op *graphql.OperationContext) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	if op.Operation == nil || op.Operation.Operation != ast.Query {
+		return out
+	}
+	var walk func(ast.SelectionSet)
+	walk = func(set ast.SelectionSet) {
+		for _, sel := range set {
+			switch s := sel.(type) {
+			case *ast.Field:
+				if id, ok := s.ArgumentMap(op.Variables)["id"]; ok {
+					if out[s.Name] == nil {
+						out[s.Name] = map[string]bool{}
+					}
+					out[s.Name][fmt.Sprint(id)] = true
+				}
+			case *ast.InlineFragment:
+				walk(s.SelectionSet)
+			case *ast.FragmentSpread:
+				if s.Definition != nil {
+					walk(s.Definition.SelectionSet)
+				}
+			}
+		}
+	}
+	walk(op.Operation.SelectionSet)
+	return out
+}
+
+// shopByID is a shop, or (nil, nil): batched with the operation's other shop lookups.
+func (r *Resolver) shopByID(ctx context.Context, id int) (*ent.Shop, error) {
+	return loadByID(ctx, id, func(l *loaders) *dataloadgen.Loader[int, *ent.Shop] { return l.shops }, r.Catalog.Shop)
+}
+
+// voucherByID is a voucher, or (nil, nil): batched with the operation's other voucher lookups.
+func (r *Resolver) voucherByID(ctx context.Context, id int) (*ent.Voucher, error) {
+	return loadByID(ctx, id, func(l *loaders) *dataloadgen.Loader[int, *ent.Voucher] { return l.vouchers }, r.Catalog.Voucher)
+}
+
+// loadByID loads id through the operation's loader (picked by pick) if there is one, else
+// with one: (nil, nil) when id does not exist.
+func loadByID[V any](ctx context.Context, id int, pick func(*loaders) *dataloadgen.Loader[int, V], one func(context.Context, int) (V, error)) (V, error) {
+	l, ok := ctx.Value(loadersKey{}).(*loaders)
+	if !ok {
+		return one(ctx, id)
+	}
+	v, err := pick(l).Load(ctx, id)
+	if errors.Is(err, dataloadgen.ErrNotFound) {
+		var none V
+		return none, nil
+	}
+	return v, err
+}

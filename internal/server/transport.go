@@ -1,0 +1,297 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+)
+
+// CodeBadRequest is the code of an HTTP request that is not a GraphQL request: a wrong
+// method, media type or body (unreadable JSON, a field of the wrong type, a duplicate key,
+// too large). Its HTTP status says which (400, 405, 406, 413, 415).
+const CodeBadRequest = "BAD_REQUEST"
+
+func init() { errcode.RegisterErrorType(CodeBadRequest, errcode.KindProtocol) }
+
+// Media types of GraphQL responses (GraphQL over HTTP).
+const (
+	mediaJSON            = "application/json"
+	mediaGraphQLResponse = "application/graphql-response+json"
+)
+
+// httpTransport serves GraphQL over HTTP, GET and POST, as the GraphQL-over-HTTP spec
+// describes, in place of gqlgen's transports:
+//   - the response is application/graphql-response+json when the client accepts it, else
+//     application/json (also for a missing Accept, */* and application/*), 406 if neither;
+//   - a request that is no GraphQL request (method, media type, body) is refused with its 4xx
+//     status and BAD_REQUEST, in either media type;
+//   - a document that fails to parse or validate, or variables that fail to coerce, are 400
+//     under application/graphql-response+json and 200 under application/json;
+//   - request errors carry no data entry; an executed operation always does;
+//   - the body is strict JSON: one object, UTF-8, no duplicate names, at most maxBody bytes
+//     (413 also for a chunked body), query a string, variables and extensions objects;
+//   - mutations over GET are 405 with Allow: POST.
+type httpTransport struct {
+	maxBody int64
+	limits  DocumentLimits
+}
+
+var _ graphql.Transport = httpTransport{}
+
+func (httpTransport) Supports(r *http.Request) bool { return !isUpgrade(r) }
+
+func (t httpTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	ctx := r.Context()
+	media, ok := negotiate(r.Header.Get("Accept"))
+	if !ok {
+		t.refuse(ctx, w, exec, mediaJSON, badRequest(http.StatusNotAcceptable, "accept application/graphql-response+json or application/json"))
+		return
+	}
+	params, reqErr := t.params(w, r)
+	if reqErr != nil {
+		t.refuse(ctx, w, exec, media, reqErr)
+		return
+	}
+	rc, errs := exec.CreateOperationContext(ctx, params)
+	if errs != nil {
+		status := http.StatusOK // the legacy application/json says 200 for GraphQL request errors
+		if media == mediaGraphQLResponse {
+			status = http.StatusBadRequest
+		}
+		writeResponse(w, media, status, requestErrors(exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs)))
+		return
+	}
+	if r.Method == http.MethodGet && rc.Operation.Operation != ast.Query {
+		w.Header().Set("Allow", http.MethodPost)
+		t.refuse(ctx, w, exec, media, badRequest(http.StatusMethodNotAllowed, "only queries may use GET; send mutations with POST"))
+		return
+	}
+	responses, ctx := exec.DispatchOperation(ctx, rc)
+	writeResponse(w, media, http.StatusOK, responses(ctx))
+}
+
+// requestError is a refusal before GraphQL: its HTTP status and a client-safe message.
+type requestError struct {
+	status int
+	err    *gqlerror.Error
+}
+
+func badRequest(status int, format string, args ...any) *requestError {
+	err := gqlerror.Errorf(format, args...)
+	errcode.Set(err, CodeBadRequest)
+	return &requestError{status: status, err: err}
+}
+
+// refuse answers a request error (through the executor, so metrics and the presenter see it).
+func (t httpTransport) refuse(ctx context.Context, w http.ResponseWriter, exec graphql.GraphExecutor, media string, e *requestError) {
+	writeResponse(w, media, e.status, requestErrors(exec.DispatchError(ctx, gqlerror.List{e.err})))
+}
+
+// requestErrors drops the data entry: a request that was not executed has none.
+func requestErrors(resp *graphql.Response) any {
+	return struct {
+		Errors     gqlerror.List  `json:"errors"`
+		Extensions map[string]any `json:"extensions,omitempty"`
+	}{resp.Errors, resp.Extensions}
+}
+
+func writeResponse(w http.ResponseWriter, media string, status int, body any) {
+	b, err := json.Marshal(body)
+	if err != nil { // a resolver produced a value that JSON cannot hold: a server bug
+		b, status = []byte(`{"errors":[{"message":"internal error","extensions":{"code":"INTERNAL"}}]}`), http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", media+"; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// negotiate picks the response media type from an Accept header: the acceptable one with the
+// higher q, application/graphql-response+json on a tie; wildcards and a missing header mean
+// application/json. ok is false when the client accepts neither.
+func negotiate(accept string) (media string, ok bool) {
+	if strings.TrimSpace(accept) == "" {
+		return mediaJSON, true
+	}
+	best := map[string]float64{}
+	for part := range strings.SplitSeq(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		q := 1.0
+		if v, ok := params["q"]; ok {
+			if q, err = strconv.ParseFloat(v, 64); err != nil {
+				continue
+			}
+		}
+		switch mt {
+		case "*/*", "application/*":
+			mt = mediaJSON
+		case mediaJSON, mediaGraphQLResponse:
+		default:
+			continue
+		}
+		best[mt] = max(best[mt], q)
+	}
+	switch {
+	case best[mediaGraphQLResponse] > 0 && best[mediaGraphQLResponse] >= best[mediaJSON]:
+		return mediaGraphQLResponse, true
+	case best[mediaJSON] > 0:
+		return mediaJSON, true
+	}
+	return "", false
+}
+
+// params reads the GraphQL request of r: from the URL for GET, from the JSON body for POST.
+func (t httpTransport) params(w http.ResponseWriter, r *http.Request) (*graphql.RawParams, *requestError) {
+	switch r.Method {
+	case http.MethodGet:
+		return t.paramsFromURL(r)
+	case http.MethodPost:
+		return t.paramsFromBody(w, r)
+	}
+	w.Header().Set("Allow", "GET, POST")
+	return nil, badRequest(http.StatusMethodNotAllowed, "use GET or POST")
+}
+
+func (t httpTransport) paramsFromURL(r *http.Request) (*graphql.RawParams, *requestError) {
+	q := r.URL.Query()
+	if !q.Has("query") {
+		return nil, badRequest(http.StatusBadRequest, "the query parameter is missing")
+	}
+	p := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName"), Headers: r.Header}
+	for name, dst := range map[string]*map[string]any{"variables": &p.Variables, "extensions": &p.Extensions} {
+		if v := q.Get(name); v != "" {
+			if err := t.decodeObject([]byte(v), name, dst); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return p, nil
+}
+
+func (t httpTransport) paramsFromBody(w http.ResponseWriter, r *http.Request) (*graphql.RawParams, *requestError) {
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != mediaJSON {
+		return nil, badRequest(http.StatusUnsupportedMediaType, "send the request as application/json")
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return nil, badRequest(http.StatusUnsupportedMediaType, "send the request in UTF-8")
+	}
+	if r.ContentLength > t.maxBody {
+		return nil, badRequest(http.StatusRequestEntityTooLarge, "the body exceeds %d bytes", t.maxBody)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, t.maxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, badRequest(http.StatusRequestEntityTooLarge, "the body exceeds %d bytes", t.maxBody)
+	case err != nil:
+		return nil, badRequest(http.StatusBadRequest, "the body could not be read")
+	case len(body) == 0:
+		return nil, badRequest(http.StatusBadRequest, `the body is empty: send {"query": "..."}`)
+	}
+	return t.decodeBody(body, r.Header)
+}
+
+// decodeBody parses {"query", "operationName", "variables", "extensions"} strictly: checked
+// by checkJSON, then decoded once as gqlgen does (numbers kept as json.Number); a member of the
+// wrong type fails the decode.
+func (t httpTransport) decodeBody(body []byte, h http.Header) (*graphql.RawParams, *requestError) {
+	if err := t.checkJSON(body, "the body"); err != nil {
+		return nil, err
+	}
+	p := &graphql.RawParams{}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if dec.Decode(p) != nil {
+		return nil, badRequest(http.StatusBadRequest,
+			`the body must be a JSON object: query a string, operationName a string or null, variables and extensions objects or null`)
+	}
+	if p.Query == "" {
+		return nil, badRequest(http.StatusBadRequest, "query is missing")
+	}
+	p.Headers = h
+	return p, nil
+}
+
+// decodeObject decodes a JSON object (variables, extensions of a GET), numbers kept as
+// json.Number as gqlgen expects.
+func (t httpTransport) decodeObject(raw []byte, name string, dst *map[string]any) *requestError {
+	if err := t.checkJSON(raw, name); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if dec.Decode(dst) != nil || *dst == nil {
+		return badRequest(http.StatusBadRequest, "%s must be a JSON object or null", name)
+	}
+	return nil
+}
+
+// The request's own JSON around variables and extensions: the body object and its four
+// members.
+const (
+	envelopeValues = 5
+	envelopeDepth  = 1
+)
+
+// checkJSON refuses, in one pass of jsontext's decoder (strict RFC 8259, no allocation per
+// token), what encoding/json would let through silently: invalid UTF-8 (replaced by U+FFFD),
+// duplicate names (the last wins: a smuggled second "query"), more than one value, and JSON
+// past the document limits in values or nesting (with room for the request's envelope).
+func (t httpTransport) checkJSON(raw []byte, what string) *requestError {
+	maxValues, maxDepth := t.limits.MaxTokens+envelopeValues, t.limits.MaxNesting+envelopeDepth
+	dec := decoders.Get().(*jsontext.Decoder)
+	defer decoders.Put(dec)
+	dec.Reset(bytes.NewReader(raw))
+	for values, done := 0, false; ; done = dec.StackDepth() == 0 {
+		tok, err := dec.ReadToken()
+		switch {
+		case err == io.EOF && done:
+			return nil
+		case errors.Is(err, jsontext.ErrDuplicateName):
+			return badRequest(http.StatusBadRequest, "%s has a duplicate name in a JSON object", what)
+		case err != nil:
+			return badRequest(http.StatusBadRequest, "%s is not valid JSON", what)
+		case done:
+			return badRequest(http.StatusBadRequest, "%s is more than one JSON value", what)
+		case dec.StackDepth() > maxDepth:
+			return &requestError{http.StatusBadRequest, tooLarge("%s nests more than %d levels", what, maxDepth)}
+		}
+		if isValue(dec, tok.Kind()) {
+			if values++; values > maxValues {
+				return &requestError{http.StatusBadRequest, tooLarge("%s has more than %d values", what, maxValues)}
+			}
+		}
+	}
+}
+
+// decoders recycles checkJSON's decoders (and their buffers) across requests.
+var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewReader(nil)) }}
+
+// isValue tells a value's first token from an object's name and from closing delimiters.
+func isValue(dec *jsontext.Decoder, k jsontext.Kind) bool {
+	if k == '}' || k == ']' {
+		return false
+	}
+	depth := dec.StackDepth()
+	if k == '{' || k == '[' { // the container just opened: its parent decides
+		depth--
+	}
+	kind, length := dec.StackIndex(depth)
+	return kind != '{' || length%2 == 0 // in an object, names are the odd tokens
+}
