@@ -47,7 +47,31 @@ func (r *queryResolver) Shops(ctx context.Context, after *entgql.Cursor[int], fi
 		ent.WithShopOrder(orderBy), ent.WithShopFilter(filter))
 }
 
+// User is the resolver for the user field.
+func (r *seckillOrderResolver) User(ctx context.Context, obj *ent.SeckillOrder) (*ent.User, error) {
+	// Loaded with the order, else read by id: a QUEUED order has no row to join from.
+	if u, err := obj.Edges.UserOrErr(); err == nil {
+		return u, nil
+	}
+	return r.DB.User.Get(ctx, obj.UserID)
+}
+
+// Voucher is the resolver for the voucher field.
+func (r *seckillOrderResolver) Voucher(ctx context.Context, obj *ent.SeckillOrder) (*ent.Voucher, error) {
+	// Loaded with the order, else read by id: a QUEUED order has no row to join from.
+	if v, err := obj.Edges.VoucherOrErr(); err == nil {
+		return v, nil
+	}
+	return r.DB.Voucher.Get(ctx, obj.VoucherID)
+}
+
 // Query returns QueryResolver implementation.
 func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
 
-type queryResolver struct{ *Resolver }
+// SeckillOrder returns SeckillOrderResolver implementation.
+func (r *Resolver) SeckillOrder() SeckillOrderResolver { return &seckillOrderResolver{r} }
+
+type (
+	queryResolver        struct{ *Resolver }
+	seckillOrderResolver struct{ *Resolver }
+)

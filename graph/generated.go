@@ -39,7 +39,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 type ResolverRoot interface {
 	Mutation() MutationResolver
 	Query() QueryResolver
-	SeckillPayload() SeckillPayloadResolver
+	SeckillOrder() SeckillOrderResolver
 	Subscription() SubscriptionResolver
 }
 
@@ -219,8 +219,9 @@ type QueryResolver interface {
 	MyOrders(ctx context.Context, first *int, after *entgql.Cursor[int]) (*ent.SeckillOrderConnection, error)
 	Order(ctx context.Context, id int) (*ent.SeckillOrder, error)
 }
-type SeckillPayloadResolver interface {
-	Order(ctx context.Context, obj *model.SeckillPayload) (*ent.SeckillOrder, error)
+type SeckillOrderResolver interface {
+	User(ctx context.Context, obj *ent.SeckillOrder) (*ent.User, error)
+	Voucher(ctx context.Context, obj *ent.SeckillOrder) (*ent.Voucher, error)
 }
 type SubscriptionResolver interface {
 	VoucherStock(ctx context.Context, voucherID int) (<-chan int, error)
@@ -2936,7 +2937,7 @@ func (ec *executionContext) _SeckillOrder_user(ctx context.Context, field graphq
 			return ec.fieldContext_SeckillOrder_user(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.User(ctx)
+			return ec.Resolvers.SeckillOrder().User(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.User) graphql.Marshaler {
@@ -2951,7 +2952,7 @@ func (ec *executionContext) fieldContext_SeckillOrder_user(_ context.Context, fi
 		Object:     "SeckillOrder",
 		Field:      field,
 		IsMethod:   true,
-		IsResolver: false,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_User(ctx, field)
 		},
@@ -2968,7 +2969,7 @@ func (ec *executionContext) _SeckillOrder_voucher(ctx context.Context, field gra
 			return ec.fieldContext_SeckillOrder_voucher(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Voucher(ctx)
+			return ec.Resolvers.SeckillOrder().Voucher(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Voucher) graphql.Marshaler {
@@ -2983,7 +2984,7 @@ func (ec *executionContext) fieldContext_SeckillOrder_voucher(_ context.Context,
 		Object:     "SeckillOrder",
 		Field:      field,
 		IsMethod:   true,
-		IsResolver: false,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Voucher(ctx, field)
 		},
@@ -3188,7 +3189,7 @@ func (ec *executionContext) _SeckillPayload_order(ctx context.Context, field gra
 			return ec.fieldContext_SeckillPayload_order(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.SeckillPayload().Order(ctx, obj)
+			return obj.Order, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.SeckillOrder) graphql.Marshaler {
@@ -3202,8 +3203,8 @@ func (ec *executionContext) fieldContext_SeckillPayload_order(_ context.Context,
 	fc = &graphql.FieldContext{
 		Object:     "SeckillPayload",
 		Field:      field,
-		IsMethod:   true,
-		IsResolver: true,
+		IsMethod:   false,
+		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_SeckillOrder(ctx, field)
 		},
@@ -7865,7 +7866,7 @@ func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"title", "subtitle", "rules", "payValue", "actualValue", "status", "stock", "beginAt", "endAt"}
+	fieldsInOrder := [...]string{"title", "subtitle", "rules", "payValue", "actualValue", "status", "stock", "addStock", "beginAt", "endAt"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -7921,6 +7922,13 @@ func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context
 				return it, err
 			}
 			it.Stock = data
+		case "addStock":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("addStock"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AddStock = data
 		case "beginAt":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("beginAt"))
 			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
@@ -10204,51 +10212,18 @@ func (ec *executionContext) _SeckillPayload(ctx context.Context, sel ast.Selecti
 		case "orderId":
 			out.Values[i] = ec._SeckillPayload_orderId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "status":
 			out.Values[i] = ec._SeckillPayload_status(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "order":
-			field := field
-
-			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
-				defer func() {
-					if r := recover(); r != nil {
-						ec.Error(ctx, ec.Recover(ctx, r))
-					}
-				}()
-				res = ec._SeckillPayload_order(ctx, field, obj)
-				if res == graphql.RequiredNull {
-					atomic.AddUint32(&fs.Invalids, 1)
-				}
-				return res
+			out.Values[i] = ec._SeckillPayload_order(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
 			}
-
-			if field.IsDeferred() {
-				deferredFieldSet.AddField(field)
-				fieldIndex := len(deferredFieldSet.Values) - 1
-				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
-					return innerFunc(ctx, deferredFieldSet)
-				})
-
-				for _, deferrable := range field.Deferrables {
-					view, ok := deferLabelToView[deferrable.Label]
-					if !ok {
-						view = deferredFieldSet.NewView()
-						deferLabelToView[deferrable.Label] = view
-					}
-					view.AddIndices(fieldIndex)
-				}
-
-				// don't run the out.Concurrently() call below
-				out.Values[i] = graphql.Null
-				continue
-			}
-
-			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -11665,6 +11640,10 @@ func (ec *executionContext) unmarshalNUpdateShopInput2githubᚗcomᚋsurgekitᚋ
 func (ec *executionContext) unmarshalNUpdateVoucherInput2githubᚗcomᚋsurgekitᚋsurgeᚋinternalᚋcatalogᚐVoucherUpdate(ctx context.Context, v any) (catalog.VoucherUpdate, error) {
 	res, err := ec.unmarshalInputUpdateVoucherInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNUser2githubᚗcomᚋsurgekitᚋsurgeᚋentᚐUser(ctx context.Context, sel ast.SelectionSet, v ent.User) graphql.Marshaler {
+	return ec._User(ctx, sel, &v)
 }
 
 func (ec *executionContext) marshalNUser2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐUser(ctx context.Context, sel ast.SelectionSet, v *ent.User) graphql.Marshaler {

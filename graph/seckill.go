@@ -14,19 +14,9 @@ import (
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/seckillorder"
 	"github.com/surgekit/surge/ent/voucher"
-	"github.com/surgekit/surge/graph/model"
 	"github.com/surgekit/surge/internal/apperr"
 	"github.com/surgekit/surge/seckill"
 )
-
-// grabResult turns what seckill.Grab answers into the seckillVoucher payload, or into a client
-// error whose code names the refusal.
-func grabResult(a seckill.Admission, err error) (*model.SeckillPayload, error) {
-	if err != nil {
-		return nil, grabError(a, err)
-	}
-	return &model.SeckillPayload{OrderID: int(a.OrderID), Status: seckillorder.Status(a.Status)}, nil
-}
 
 // grabError maps the refusals of seckill.Grab to client errors; other errors pass through
 // (and reach the client as INTERNAL).

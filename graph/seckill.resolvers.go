@@ -9,8 +9,10 @@ import (
 	"context"
 
 	"github.com/surgekit/surge/ent"
+	"github.com/surgekit/surge/ent/seckillorder"
 	"github.com/surgekit/surge/graph/model"
 	"github.com/surgekit/surge/internal/catalog"
+	"github.com/surgekit/surge/seckill"
 )
 
 // SeckillVoucher is the resolver for the seckillVoucher field.
@@ -19,7 +21,14 @@ func (r *mutationResolver) SeckillVoucher(ctx context.Context, voucherID int) (*
 	if err != nil {
 		return nil, err
 	}
-	return grabResult(r.Seckill.Grab(ctx, s.UserID, voucherID))
+	a, err := r.Seckill.Grab(ctx, s.UserID, voucherID)
+	if err != nil {
+		return nil, grabError(a, err)
+	}
+	return &model.SeckillPayload{
+		OrderID: int(a.OrderID), Status: seckillorder.Status(a.Status),
+		Order: seckill.AdmittedOrder(s.UserID, voucherID, a),
+	}, nil
 }
 
 // UpdateVoucher is the resolver for the updateVoucher field.
@@ -43,17 +52,3 @@ func (r *queryResolver) Order(ctx context.Context, id int) (*ent.SeckillOrder, e
 	}
 	return r.Seckill.Order(ctx, s.UserID, int64(id))
 }
-
-// Order is the resolver for the order field.
-func (r *seckillPayloadResolver) Order(ctx context.Context, obj *model.SeckillPayload) (*ent.SeckillOrder, error) {
-	s, err := requireUser(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return r.Seckill.Order(ctx, s.UserID, int64(obj.OrderID))
-}
-
-// SeckillPayload returns SeckillPayloadResolver implementation.
-func (r *Resolver) SeckillPayload() SeckillPayloadResolver { return &seckillPayloadResolver{r} }
-
-type seckillPayloadResolver struct{ *Resolver }

@@ -74,7 +74,11 @@ func (s *Service) RunConsumer(ctx context.Context) error {
 
 // stale reports whether Redis holds a voucher's sale state from before a restart or failover.
 func (s *Service) stale(ctx context.Context, voucherID int) bool {
-	ready, current, err := s.saleState(ctx, voucherID)
+	state, err := bounded(ctx, s.rdb, func(ctx context.Context) ([2]bool, error) {
+		ready, current, err := s.saleState(ctx, voucherID)
+		return [2]bool{ready, current}, err
+	})
+	ready, current := state[0], state[1]
 	return err == nil && ready && !current
 }
 
@@ -91,7 +95,9 @@ func (s *Service) rebuildStale(ctx context.Context, voucherID int) {
 // liveVouchers lists the registered vouchers that need a reader; vouchers whose sale ended
 // more than Linger ago with an empty stream leave the registry.
 func (s *Service) liveVouchers(ctx context.Context) ([]int, error) {
-	zs, err := s.rdb.ZRangeWithScores(ctx, s.registryKey(), 0, -1).Result()
+	zs, err := bounded(ctx, s.rdb, func(ctx context.Context) ([]redis.Z, error) {
+		return s.rdb.ZRangeWithScores(ctx, s.registryKey(), 0, -1).Result()
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -111,20 +117,27 @@ func (s *Service) liveVouchers(ctx context.Context) ([]int, error) {
 	if len(old) == 0 {
 		return live, nil
 	}
-	lens := make([]*redis.IntCmd, len(old))
-	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, v := range old {
-			lens[i] = p.XLen(ctx, s.keys(v).Orders)
-		}
-		return nil
+	// Each length's own error is read below; the pipeline's is the first of them.
+	lens, _ := bounded(ctx, s.rdb, func(ctx context.Context) ([]*redis.IntCmd, error) {
+		lens := make([]*redis.IntCmd, len(old))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, v := range old {
+				lens[i] = p.XLen(ctx, s.keys(v).Orders)
+			}
+			return nil
+		})
+		return lens, err
 	})
 	for i, v := range old {
+		if lens == nil {
+			break // given up on
+		}
 		n, err := lens[i].Result()
 		switch {
 		case err == nil && n > 0:
 			live = append(live, v)
 		case err == nil || errors.Is(err, redis.Nil):
-			s.rdb.ZRem(ctx, s.registryKey(), v)
+			_ = boundedErr(ctx, s.rdb, func(ctx context.Context) error { return s.rdb.ZRem(ctx, s.registryKey(), v).Err() })
 		}
 	}
 	return live, nil
@@ -156,6 +169,9 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 	for ctx.Err() == nil {
 		if !s.waitForDatabase(ctx) {
 			return
+		}
+		if _, ok := s.orphans.LoadAndDelete(k.Orders); ok {
+			retryOwn = true // a read or claim given up on delivered entries here after all
 		}
 		if retryOwn = retryOwn || acks.failed.Swap(false); retryOwn {
 			// Write this consumer's own pending entries now rather than after ClaimIdle
@@ -198,7 +214,10 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 			continue
 		case isNoGroup(err):
 			// The stream or its group is gone (Redis lost state): recreate and go on.
-			if err := s.ensureGroup(ctx, s.opts.StreamClient, k.Orders); err != nil {
+			err := boundedErr(ctx, s.opts.StreamClient, func(ctx context.Context) error {
+				return s.ensureGroup(ctx, s.opts.StreamClient, k.Orders)
+			})
+			if err != nil {
 				s.log.Warn("recreating a consumer group", "voucher", voucherID, "err", err)
 				sleep(ctx, time.Second)
 			}
@@ -235,12 +254,48 @@ type readResult struct {
 }
 
 // readGroup reads a batch for this consumer from id on: ">" new entries, "0" its own pending
-// ones; block < 0 sends no BLOCK.
+// ones; block < 0 sends no BLOCK. A read given up on (ctx ended, or Redis hung past the
+// bound) may still deliver entries once Redis answers: they are pending here then, and the
+// reader takes them up again (orphaned) rather than leaving them to a claim after ClaimIdle.
 func (s *Service) readGroup(ctx context.Context, stream, id string, block time.Duration) ([]redis.XStream, error) {
-	return s.opts.StreamClient.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: s.opts.Group, Consumer: s.opts.Consumer, Streams: []string{stream, id},
-		Count: int64(s.opts.BatchSize), Block: block,
-	}).Result()
+	rdb := s.opts.StreamClient
+	ctx, cancel := context.WithTimeout(ctx, max(block, 0)+consumerCallTimeout)
+	defer cancel()
+	return redisctx.DoThen(ctx, rdb, func(ctx context.Context) ([]redis.XStream, error) {
+		return rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: s.opts.Group, Consumer: s.opts.Consumer, Streams: []string{stream, id},
+			Count: int64(s.opts.BatchSize), Block: block,
+		}).Result()
+	}, func(streams []redis.XStream, _ error) { s.orphaned(stream, streams) })
+}
+
+// orphaned notes that a read or claim given up on delivered entries to this consumer.
+func (s *Service) orphaned(stream string, streams []redis.XStream) {
+	for _, st := range streams {
+		if len(st.Messages) > 0 {
+			s.orphans.Store(stream, true)
+		}
+	}
+}
+
+// consumerCallTimeout bounds each Redis call of the consumer beyond the time a blocking read
+// waits by design, whatever the client's settings (package redisctx): a hung Redis holds a
+// reader no longer than that, and a stopped consumer returns at once.
+const consumerCallTimeout = 5 * time.Second
+
+// bounded runs one Redis call of the consumer; it returns when ctx ends or at the latest
+// consumerCallTimeout after it started.
+func bounded[T any](ctx context.Context, rdb redis.UniversalClient, call func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, consumerCallTimeout)
+	defer cancel()
+	return redisctx.Do(ctx, rdb, call)
+}
+
+// boundedErr is bounded for a call that returns only an error.
+func boundedErr(ctx context.Context, rdb redis.UniversalClient, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, consumerCallTimeout)
+	defer cancel()
+	return redisctx.Err(ctx, rdb, call)
 }
 
 // retryOwn persists the entries pending with this consumer, all of them, in batches. False
@@ -299,7 +354,9 @@ const (
 // finished reports whether a voucher's reader can stop: its sale ended Linger ago or more and
 // no order waits in its stream.
 func (s *Service) finished(ctx context.Context, voucherID int) bool {
-	end, err := s.rdb.ZScore(ctx, s.registryKey(), strconv.Itoa(voucherID)).Result()
+	end, err := bounded(ctx, s.rdb, func(ctx context.Context) (float64, error) {
+		return s.rdb.ZScore(ctx, s.registryKey(), strconv.Itoa(voucherID)).Result()
+	})
 	switch {
 	case errors.Is(err, redis.Nil):
 		// Unregistered (deleted, or Redis lost it): nothing more to read once the stream is
@@ -307,7 +364,9 @@ func (s *Service) finished(ctx context.Context, voucherID int) bool {
 	case err != nil || end >= float64(s.opts.Clock().Add(-s.opts.Linger).UnixMilli()):
 		return false
 	}
-	n, err := s.rdb.XLen(ctx, s.keys(voucherID).Orders).Result()
+	n, err := bounded(ctx, s.rdb, func(ctx context.Context) (int64, error) {
+		return s.rdb.XLen(ctx, s.keys(voucherID).Orders).Result()
+	})
 	return err == nil && n == 0
 }
 
@@ -317,10 +376,20 @@ func (s *Service) finished(ctx context.Context, voucherID int) bool {
 // pending here, if one did.
 func (s *Service) claim(ctx context.Context, voucherID int, cursor string) (string, outage) {
 	k := s.keys(voucherID)
-	msgs, next, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: k.Orders, Group: s.opts.Group, Consumer: s.opts.Consumer,
-		MinIdle: s.opts.ClaimIdle, Start: cursor, Count: int64(s.opts.BatchSize),
-	}).Result()
+	type claimed struct {
+		msgs []redis.XMessage
+		next string
+	}
+	cctx, cancel := context.WithTimeout(ctx, consumerCallTimeout)
+	c, err := redisctx.DoThen(cctx, s.rdb, func(ctx context.Context) (claimed, error) {
+		msgs, next, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: k.Orders, Group: s.opts.Group, Consumer: s.opts.Consumer,
+			MinIdle: s.opts.ClaimIdle, Start: cursor, Count: int64(s.opts.BatchSize),
+		}).Result()
+		return claimed{msgs, next}, err
+	}, func(c claimed, _ error) { s.orphaned(k.Orders, []redis.XStream{{Messages: c.msgs}}) })
+	cancel()
+	msgs, next := c.msgs, c.next
 	if err != nil {
 		if ctx.Err() == nil && !strings.HasPrefix(err.Error(), "NOGROUP") {
 			s.log.Warn("claiming pending orders", "voucher", voucherID, "err", err)
@@ -332,10 +401,12 @@ func (s *Service) claim(ctx context.Context, voucherID int, cursor string) (stri
 	}
 	s.m.claimed.Add(float64(len(msgs)))
 	// XAUTOCLAIM counted this delivery; XPENDING tells how many there were.
-	pending, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream: k.Orders, Group: s.opts.Group, Consumer: s.opts.Consumer,
-		Start: msgs[0].ID, End: msgs[len(msgs)-1].ID, Count: int64(2 * len(msgs)),
-	}).Result()
+	pending, err := bounded(ctx, s.rdb, func(ctx context.Context) ([]redis.XPendingExt, error) {
+		return s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: k.Orders, Group: s.opts.Group, Consumer: s.opts.Consumer,
+			Start: msgs[0].ID, End: msgs[len(msgs)-1].ID, Count: int64(2 * len(msgs)),
+		}).Result()
+	})
 	if err != nil {
 		s.log.Warn("reading delivery counts", "voucher", voucherID, "err", err)
 		return next, redisDown
@@ -366,13 +437,17 @@ func (s *Service) claim(ctx context.Context, voucherID int, cursor string) (stri
 // consumers with nothing pending and idle for 100 x ClaimIdle go.
 func (s *Service) forgetConsumers(ctx context.Context, voucherID int) {
 	stream := s.keys(voucherID).Orders
-	consumers, err := s.rdb.XInfoConsumers(ctx, stream, s.opts.Group).Result()
+	consumers, err := bounded(ctx, s.rdb, func(ctx context.Context) ([]redis.XInfoConsumer, error) {
+		return s.rdb.XInfoConsumers(ctx, stream, s.opts.Group).Result()
+	})
 	if err != nil {
 		return
 	}
 	for _, c := range consumers {
 		if c.Name != s.opts.Consumer && c.Pending == 0 && c.Idle > 100*s.opts.ClaimIdle {
-			s.rdb.XGroupDelConsumer(ctx, stream, s.opts.Group, c.Name)
+			_ = boundedErr(ctx, s.rdb, func(ctx context.Context) error {
+				return s.rdb.XGroupDelConsumer(ctx, stream, s.opts.Group, c.Name).Err()
+			})
 		}
 	}
 }
@@ -556,7 +631,10 @@ func (s *Service) settle(ctx context.Context, voucherID int, st settlement) erro
 			args = append(args, o.entry)
 			s.lastErr.Delete(o.entry)
 		}
-		if err := lua.SeckillAck.Run(ctx, s.rdb, []string{k.Orders}, args...).Err(); err != nil {
+		err := boundedErr(ctx, s.rdb, func(ctx context.Context) error {
+			return lua.SeckillAck.Run(ctx, s.rdb, []string{k.Orders}, args...).Err()
+		})
+		if err != nil {
 			s.log.Warn("acknowledging persisted orders", "voucher", voucherID, "err", err)
 			errs = append(errs, err)
 		} else {
@@ -564,8 +642,10 @@ func (s *Service) settle(ctx context.Context, voucherID int, st settlement) erro
 		}
 	}
 	for _, r := range st.relinked {
-		err := lua.SeckillRelink.Run(ctx, s.rdb, []string{k.Orders, k.Stock, k.Buyers},
-			s.opts.Group, r.order.entry, r.order.user, r.order.id, r.to, boolArg(r.superseded)).Err()
+		err := boundedErr(ctx, s.rdb, func(ctx context.Context) error {
+			return lua.SeckillRelink.Run(ctx, s.rdb, []string{k.Orders, k.Stock, k.Buyers},
+				s.opts.Group, r.order.entry, r.order.user, r.order.id, r.to, boolArg(r.superseded)).Err()
+		})
 		if err != nil {
 			s.log.Warn("settling an order standing under another id", "voucher", voucherID, "order", r.order.id, "err", err)
 			errs = append(errs, err)
@@ -628,8 +708,10 @@ func (s *Service) fail(ctx context.Context, voucherID int, entry string, o *orde
 	if o != nil {
 		user, orderID = strconv.Itoa(o.user), strconv.FormatInt(o.id, 10)
 	}
-	settled, err := lua.SeckillFail.Run(ctx, s.rdb, []string{k.Orders, k.Dead, k.Stock, k.Buyers},
-		s.opts.Group, entry, user, orderID, boolArg(restore), reason, deliveries, s.opts.DeadLetterMaxLen).Int()
+	settled, err := bounded(ctx, s.rdb, func(ctx context.Context) (int, error) {
+		return lua.SeckillFail.Run(ctx, s.rdb, []string{k.Orders, k.Dead, k.Stock, k.Buyers},
+			s.opts.Group, entry, user, orderID, boolArg(restore), reason, deliveries, s.opts.DeadLetterMaxLen).Int()
+	})
 	if err != nil {
 		s.log.Error("dead-lettering an order entry", "voucher", voucherID, "entry", entry, "err", err)
 		return err

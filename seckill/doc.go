@@ -47,6 +47,16 @@
 // database. Rebuilds, stock changes and reconcile also take a per-voucher Redis lock (package
 // lock) among themselves; with SQLite, which has no row locks, batch commits take it too.
 //
+// # Deadlines
+//
+// Every entry point returns at its ctx's deadline whatever the Redis client's settings
+// (go-redis ignores deadlines unless Options.ContextTimeoutEnabled): the work runs through
+// package redisctx, and work given up on stops at its next call. A grab given up on may still
+// be admitted once Redis answers; sent again it is answered ErrAlreadyPurchased naming that
+// order. Concurrent warms of a voucher share one run on the service's own context (bounded,
+// ended by Close), so that one caller giving up fails no other. Each Redis call of the
+// consumer is bounded, so that it neither wedges on a hung Redis nor outlives its context.
+//
 // # The simple strategy
 //
 // [StrategySync] does the classic synchronous version instead: a per-user lock, then one

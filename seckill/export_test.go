@@ -2,3 +2,17 @@ package seckill
 
 // AdmissionCalls is how many admission-script calls s's batcher has sent.
 func AdmissionCalls(s *Service) int64 { return s.batch.calls.Load() }
+
+// SetBackgroundStartHook makes hook run between a background warm's closed check and its start,
+// until restore is called.
+func SetBackgroundStartHook(hook func()) (restore func()) {
+	testHookBackgroundStart = hook
+	return func() { testHookBackgroundStart = nil }
+}
+
+// UserLockLease is the lease of the synchronous strategy's per-user lock.
+const UserLockLease = userLockLease
+
+// UserLockKeyPattern matches the Redis keys of the per-user locks of a Service with this prefix
+// (the lock package's default key prefix).
+func UserLockKeyPattern(prefix string) string { return "lock:{" + prefix + "-user:*" }

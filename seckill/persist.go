@@ -247,10 +247,12 @@ func (s *Service) settleDuplicates(ctx context.Context, tx *ent.Tx, voucherID in
 // A failure to ask Redis is errRedisUnavailable.
 func (s *Service) stillMine(ctx context.Context, voucherID int, orders []order) error {
 	stream := s.keys(voucherID).Orders
-	pending, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream: stream, Group: s.opts.Group, Consumer: s.opts.Consumer,
-		Start: orders[0].entry, End: orders[len(orders)-1].entry, Count: int64(len(orders)),
-	}).Result()
+	pending, err := bounded(ctx, s.rdb, func(ctx context.Context) ([]redis.XPendingExt, error) {
+		return s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: stream, Group: s.opts.Group, Consumer: s.opts.Consumer,
+			Start: orders[0].entry, End: orders[len(orders)-1].entry, Count: int64(len(orders)),
+		}).Result()
+	})
 	if err != nil && !isNoGroup(err) {
 		return fmt.Errorf("%w: checking pending orders: %w", errRedisUnavailable, err)
 	}
@@ -287,14 +289,17 @@ func (s *Service) stillMine(ctx context.Context, voucherID int, orders []order) 
 // inStream reports, for each order, whether the stream still holds its entry (the same entry
 // id with the same order: after a flush, a new entry can get an old one's id).
 func (s *Service) inStream(ctx context.Context, stream string, orders []order) ([]bool, error) {
-	cmds := make([]*redis.XMessageSliceCmd, len(orders))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, o := range orders {
-			cmds[i] = p.XRangeN(ctx, stream, o.entry, o.entry, 1)
-		}
-		return nil
+	cmds, err := bounded(ctx, s.rdb, func(ctx context.Context) ([]*redis.XMessageSliceCmd, error) {
+		cmds := make([]*redis.XMessageSliceCmd, len(orders))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, o := range orders {
+				cmds[i] = p.XRangeN(ctx, stream, o.entry, o.entry, 1)
+			}
+			return nil
+		})
+		return cmds, err
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if cmds == nil || err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("%w: reading the stream: %w", errRedisUnavailable, err)
 	}
 	out := make([]bool, len(orders))

@@ -16,6 +16,7 @@ import (
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/seckillorder"
 	"github.com/surgekit/surge/ent/voucher"
+	"github.com/surgekit/surge/redisctx"
 )
 
 // ReconcileOptions says which vouchers Reconcile checks and whether it repairs them.
@@ -158,7 +159,13 @@ func (r *VoucherReport) note(format string, args ...any) {
 //
 // Dead-lettering runs outside the voucher's lock: an entry given up on during the check can
 // show as a transient difference; check again.
+//
+// It returns at ctx's deadline whatever the Redis client's settings.
 func (s *Service) Reconcile(ctx context.Context, o ReconcileOptions) ([]VoucherReport, error) {
+	return redisctx.Do(ctx, s.rdb, func(ctx context.Context) ([]VoucherReport, error) { return s.reconcile(ctx, o) })
+}
+
+func (s *Service) reconcile(ctx context.Context, o ReconcileOptions) ([]VoucherReport, error) {
 	if o.EndedWithin <= 0 {
 		o.EndedWithin = 24 * time.Hour
 	}
@@ -232,10 +239,12 @@ func (s *Service) reconcileOne(ctx context.Context, id int, o ReconcileOptions) 
 		return VoucherReport{VoucherID: id}, err
 	}
 	defer l.Release(context.WithoutCancel(ctx))
-	lctx := l.Context()
+	lctx, done := holding(ctx, l) // ends with ctx too: its deadline bounds the check
+	defer done()
+	lost := l.Context()
 	r, err := s.inspectHeld(lctx, id, o)
-	if err == nil && lctx.Err() != nil {
-		err = fmt.Errorf("lock on the voucher lost during the check: %w", context.Cause(lctx))
+	if err == nil && lost.Err() != nil {
+		err = fmt.Errorf("lock on the voucher lost during the check: %w", context.Cause(lost))
 	}
 	if err != nil || !o.Fix || r.OK() || !r.fixable {
 		r.finish()
@@ -245,12 +254,15 @@ func (s *Service) reconcileOne(ctx context.Context, id int, o ReconcileOptions) 
 	// The rebuild first settles the entries already in the database, as the consumer would on
 	// redelivery, so that it does not count them as queued.
 	fixErr := s.warmLocked(lctx, id, true)
-	if lctx.Err() != nil {
-		return r, fmt.Errorf("lock on the voucher lost during the fix: %w", context.Cause(lctx))
+	if lost.Err() != nil {
+		return r, fmt.Errorf("lock on the voucher lost during the fix: %w", context.Cause(lost))
+	}
+	if err := ctx.Err(); err != nil {
+		return r, err
 	}
 	r2, err := s.inspectHeld(lctx, id, o)
-	if err == nil && lctx.Err() != nil {
-		err = fmt.Errorf("lock on the voucher lost during the check: %w", context.Cause(lctx))
+	if err == nil && lost.Err() != nil {
+		err = fmt.Errorf("lock on the voucher lost during the check: %w", context.Cause(lost))
 	}
 	r2.Found = found
 	if fixErr != nil {

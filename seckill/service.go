@@ -22,6 +22,7 @@ import (
 	"github.com/surgekit/surge/ent/voucher"
 	"github.com/surgekit/surge/idgen"
 	"github.com/surgekit/surge/lock"
+	"github.com/surgekit/surge/redisctx"
 )
 
 // Strategy selects how a grab is decided.
@@ -134,11 +135,14 @@ type Service struct {
 	warms    singleflight.Group
 	infoMu   sync.Mutex
 	info     map[int]voucherInfo // recent "is this a seckill voucher" answers
-	closedMu sync.RWMutex
+	closedMu sync.RWMutex        // orders closed with the start of background work
 	closed   bool
-	bg       sync.WaitGroup // background warms
-	lastErr  sync.Map       // entry id -> why its last persist attempt failed
-	dbDown   atomic.Bool    // the last persist found the database unreachable
+	bg       sync.WaitGroup // background work: Close waits for it
+	life     context.Context
+	endLife  context.CancelFunc // called by Close: background work and shared warms stop
+	lastErr  sync.Map           // entry id -> why its last persist attempt failed
+	orphans  sync.Map           // stream -> a read given up on delivered entries here
+	dbDown   atomic.Bool        // the last persist found the database unreachable
 }
 
 // voucherInfo caches, for a second, whether an id is a seckill voucher: a NOT_READY grab
@@ -189,6 +193,7 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 		m:     newMetrics(o.Registerer),
 		info:  map[int]voucherInfo{},
 	}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	if o.Pipelines > 0 && o.Strategy == StrategyLua {
 		s.batch = newBatcher(s, o.Pipelines)
 	}
@@ -198,11 +203,13 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 // Strategy reports the strategy this service runs.
 func (s *Service) Strategy() Strategy { return s.opts.Strategy }
 
-// Close stops background work. It does not wait for RunConsumer, which stops with its context.
+// Close stops background work and waits for it. It does not wait for RunConsumer, which stops
+// with its context.
 func (s *Service) Close() error {
 	s.closedMu.Lock()
 	s.closed = true
 	s.closedMu.Unlock()
+	s.endLife()
 	s.bg.Wait()
 	if s.batch != nil {
 		s.batch.close()
@@ -214,6 +221,25 @@ func (s *Service) isClosed() bool {
 	s.closedMu.RLock()
 	defer s.closedMu.RUnlock()
 	return s.closed
+}
+
+// goBackground runs work in a goroutine that Close waits for, with a context that Close ends;
+// after Close it runs nothing. The closed check and the registration with Close's wait happen
+// under one lock, so that Close cannot slip between them and return before the work started.
+func (s *Service) goBackground(work func(life context.Context)) {
+	s.closedMu.RLock()
+	defer s.closedMu.RUnlock()
+	if s.closed {
+		return
+	}
+	if testHookBackgroundStart != nil {
+		testHookBackgroundStart()
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		work(s.life)
+	}()
 }
 
 // Status is where an order stands.
@@ -229,11 +255,17 @@ const (
 type Admission struct {
 	OrderID int64
 	Status  Status // QUEUED (StrategyLua) or CREATED (StrategySync)
+
+	createdAt time.Time // of a CREATED order: the row's created_at
 }
 
 // Grab tries to buy one unit of a seckill voucher for a user. It returns the order id, or
 // ErrSoldOut, ErrAlreadyPurchased (with the existing order's id in the Admission), ErrNotStarted,
 // ErrEnded, ErrNotReady, ErrRateLimited or ErrNoSuchVoucher; other errors are failures.
+//
+// It returns at ctx's deadline whatever the Redis client's settings (package redisctx). A grab
+// given up on that way may still be admitted once Redis answers: sent again, it is answered
+// ErrAlreadyPurchased naming that order (or admitted, if the first never reached Redis).
 func (s *Service) Grab(ctx context.Context, userID, voucherID int) (Admission, error) {
 	if userID <= 0 || voucherID <= 0 {
 		return Admission{}, fmt.Errorf("%w: invalid ids (user %d, voucher %d)", ErrNoSuchVoucher, userID, voucherID)
@@ -245,15 +277,11 @@ func (s *Service) Grab(ctx context.Context, userID, voucherID int) (Admission, e
 		s.m.grab("rate_limited")
 		return Admission{}, ErrRateLimited
 	}
-	var (
-		a   Admission
-		err error
-	)
+	grab := s.grabLua
 	if s.opts.Strategy == StrategySync {
-		a, err = s.grabSync(ctx, userID, voucherID)
-	} else {
-		a, err = s.grabLua(ctx, userID, voucherID)
+		grab = s.grabSync
 	}
+	a, err := redisctx.Do(ctx, s.rdb, func(ctx context.Context) (Admission, error) { return grab(ctx, userID, voucherID) })
 	s.m.grab(outcome(err))
 	return a, err
 }
@@ -323,15 +351,11 @@ func (s *Service) notReady(ctx context.Context, voucherID int) error {
 	info, ok := s.info[voucherID]
 	s.infoMu.Unlock()
 	if !ok || now.Sub(info.at) > time.Second {
-		v, err, _ := s.warms.Do("info:"+strconv.Itoa(voucherID), func() (any, error) {
-			return s.db.Voucher.Get(context.WithoutCancel(ctx), voucherID)
-		})
-		if err != nil && !ent.IsNotFound(err) {
-			return fmt.Errorf("seckill: reading voucher %d: %w", voucherID, err)
+		seckill, err := s.isSeckillVoucher(ctx, voucherID)
+		if err != nil {
+			return err
 		}
-		vo, _ := v.(*ent.Voucher)
-		info.seckill = vo != nil && vo.Kind == voucher.KindSECKILL
-		info.at = now
+		info.seckill, info.at = seckill, now
 		s.infoMu.Lock()
 		if len(s.info) > 10_000 {
 			clear(s.info)
@@ -350,19 +374,68 @@ func (s *Service) notReady(ctx context.Context, voucherID int) error {
 		s.info[voucherID] = i
 	}
 	s.infoMu.Unlock()
-	if start && !s.isClosed() {
-		s.bg.Add(1)
-		go func() {
-			defer s.bg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := s.Warm(ctx, voucherID); err != nil && !errors.Is(err, ErrNoSuchVoucher) {
-				s.log.Error("rebuilding a voucher's sale state", "voucher", voucherID, "err", err)
-			}
-		}()
+	if start {
+		s.goBackground(func(life context.Context) { s.rebuildLost(life, voucherID) })
 	}
 	return ErrNotReady
 }
+
+// isSeckillVoucher reads whether the database has a seckill voucher of this id; concurrent
+// readers of one id share one read.
+func (s *Service) isSeckillVoucher(ctx context.Context, voucherID int) (bool, error) {
+	v, err := s.shared(ctx, "info:"+strconv.Itoa(voucherID), infoReadTimeout, func(ctx context.Context) (any, error) {
+		return s.db.Voucher.Get(ctx, voucherID)
+	})
+	if err != nil && !ent.IsNotFound(err) {
+		return false, fmt.Errorf("seckill: reading voucher %d: %w", voucherID, err)
+	}
+	vo, _ := v.(*ent.Voucher)
+	return vo != nil && vo.Kind == voucher.KindSECKILL, nil
+}
+
+// shared runs work once for all the concurrent callers of key. It runs on a context of its own
+// (the service's, bounded by timeout, ended by Close), not on the first caller's, so that one
+// caller giving up does not fail the others; each caller waits only until its own ctx ends.
+func (s *Service) shared(ctx context.Context, key string, timeout time.Duration, work func(ctx context.Context) (any, error)) (any, error) {
+	run := s.warms.DoChan(key, func() (v any, err error) {
+		defer func() {
+			// DoChan re-panics in a goroutine of its own, where nothing could recover it.
+			if p := recover(); p != nil {
+				err = fmt.Errorf("seckill: %s: panic: %v", key, p)
+			}
+		}()
+		ctx, cancel := context.WithTimeout(s.life, timeout)
+		defer cancel()
+		return work(ctx)
+	})
+	select {
+	case r := <-run:
+		return r.Val, r.Err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Bounds of the work a grab on a voucher Redis lost starts.
+const (
+	infoReadTimeout       = 10 * time.Second // "is this a seckill voucher?" (one database read)
+	backgroundWarmTimeout = time.Minute      // the rebuild it starts
+)
+
+// rebuildLost rebuilds a voucher Redis lost, in the background; a failure is logged (the next
+// grab starts another), except while the service closes.
+func (s *Service) rebuildLost(life context.Context, voucherID int) {
+	ctx, cancel := context.WithTimeout(life, backgroundWarmTimeout)
+	defer cancel()
+	err := s.Warm(ctx, voucherID)
+	if err != nil && !errors.Is(err, ErrNoSuchVoucher) && life.Err() == nil {
+		s.log.Error("rebuilding a voucher's sale state", "voucher", voucherID, "err", err)
+	}
+}
+
+// testHookBackgroundStart, set by tests only, runs between a background warm's closed check and
+// its start.
+var testHookBackgroundStart func()
 
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -14,18 +14,26 @@ import (
 	"github.com/surgekit/surge/ent/seckillorder"
 	"github.com/surgekit/surge/ent/seckillorderalias"
 	"github.com/surgekit/surge/idgen"
+	"github.com/surgekit/surge/redisctx"
 )
 
 // Order returns one of a user's orders, or (nil, nil) if the user has no such order. An
 // order still queued in a stream comes back as an unsaved entity with status QUEUED, its
 // voucher and user edges loaded. An order id the user was told that leads to an order under
-// another id (re-homed or superseded after Redis lost state) returns that order.
+// another id (re-homed or superseded after Redis lost state) returns that order. It returns at
+// ctx's deadline whatever the Redis client's settings.
 func (s *Service) Order(ctx context.Context, userID int, orderID int64) (*ent.SeckillOrder, error) {
+	return redisctx.Do(ctx, s.rdb, func(ctx context.Context) (*ent.SeckillOrder, error) {
+		return s.order(ctx, userID, orderID)
+	})
+}
+
+func (s *Service) order(ctx context.Context, userID int, orderID int64) (*ent.SeckillOrder, error) {
 	o, err := s.savedOrder(ctx, userID, orderID)
 	if o != nil || err != nil {
 		return o, err
 	}
-	queued, err := s.QueuedOrders(ctx, userID)
+	queued, err := s.queuedOrders(ctx, userID)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +74,14 @@ func (s *Service) savedOrder(ctx context.Context, userID int, orderID int64) (*e
 // QueuedOrders lists a user's orders admitted in Redis and not yet in the database, as
 // unsaved entities with status QUEUED, newest first. It reads the buyers of the vouchers
 // whose stream is not empty (one pipelined round trip for the lengths, one for the buyers).
+// It returns at ctx's deadline whatever the Redis client's settings.
 func (s *Service) QueuedOrders(ctx context.Context, userID int) ([]*ent.SeckillOrder, error) {
+	return redisctx.Do(ctx, s.rdb, func(ctx context.Context) ([]*ent.SeckillOrder, error) {
+		return s.queuedOrders(ctx, userID)
+	})
+}
+
+func (s *Service) queuedOrders(ctx context.Context, userID int) ([]*ent.SeckillOrder, error) {
 	if s.opts.Strategy == StrategySync {
 		return nil, nil
 	}
@@ -151,8 +166,7 @@ func (s *Service) QueuedOrders(ctx context.Context, userID int) ([]*ent.SeckillO
 		if err != nil {
 			return nil, err
 		}
-		at, _ := idgen.Decompose(int64(id))
-		o := &ent.SeckillOrder{ID: id, UserID: userID, VoucherID: v, Status: seckillorder.StatusQUEUED, CreatedAt: at, UpdatedAt: at}
+		o := queuedOrder(int64(id), userID, v)
 		o.Edges.User, o.Edges.Voucher = user, vo
 		out = append(out, o)
 	}
@@ -166,8 +180,30 @@ func (s *Service) QueuedOrders(ctx context.Context, userID int) ([]*ent.SeckillO
 	return out, nil
 }
 
+// queuedOrder is an order admitted in Redis and not yet in the database, as the API shows it:
+// an unsaved entity with status QUEUED, created when its id was issued.
+func queuedOrder(id int64, userID, voucherID int) *ent.SeckillOrder {
+	at, _ := idgen.Decompose(id)
+	return &ent.SeckillOrder{ID: int(id), UserID: userID, VoucherID: voucherID, Status: seckillorder.StatusQUEUED, CreatedAt: at, UpdatedAt: at}
+}
+
+// AdmittedOrder is the order a successful grab of userID on voucherID made, as the grab left
+// it: QUEUED, or CREATED with StrategySync. It reads neither Redis nor the database: a grab must
+// not turn into a failure because a read after it failed. Its edges are not loaded; read the
+// voucher and user by VoucherID and UserID (a QUEUED order has no row to join them from).
+// Service.Order gives its current status.
+func AdmittedOrder(userID, voucherID int, a Admission) *ent.SeckillOrder {
+	o := queuedOrder(a.OrderID, userID, voucherID)
+	if a.Status == StatusCreated {
+		o.Status = seckillorder.StatusCREATED
+		o.CreatedAt, o.UpdatedAt = a.createdAt, a.createdAt
+	}
+	return o
+}
+
 // Stock returns the units a voucher has left for admission: Redis's count with StrategyLua
-// (ErrNotReady if Redis does not hold it), the database's with StrategySync.
+// (ErrNotReady if Redis does not hold it), the database's with StrategySync. It returns at
+// ctx's deadline whatever the Redis client's settings.
 func (s *Service) Stock(ctx context.Context, voucherID int) (int, error) {
 	if s.opts.Strategy == StrategySync {
 		v, err := s.db.Voucher.Get(ctx, voucherID)
@@ -179,7 +215,9 @@ func (s *Service) Stock(ctx context.Context, voucherID int) (int, error) {
 		}
 		return *v.Stock, nil
 	}
-	n, err := s.rdb.Get(ctx, s.keys(voucherID).Stock).Int()
+	n, err := redisctx.Do(ctx, s.rdb, func(ctx context.Context) (int, error) {
+		return s.rdb.Get(ctx, s.keys(voucherID).Stock).Int()
+	})
 	if errors.Is(err, redis.Nil) {
 		return 0, ErrNotReady
 	}

@@ -11,12 +11,19 @@ import (
 	"github.com/surgekit/surge/lock"
 )
 
+// The per-user lock of the synchronous strategy: its lease bounds how long a grab whose process
+// died blocks that user's next grab; a user's concurrent grabs wait at most userLockWait.
+const (
+	userLockLease = 10 * time.Second
+	userLockWait  = 5 * time.Second
+)
+
 // grabSync is the synchronous strategy: under the user's lock, one transaction checks the
 // voucher and the user's existing order, decrements the stock only while it is positive and
 // inserts the order. The lock keeps one user's concurrent grabs from racing to the database;
 // the unique (user, voucher) index would catch them anyway.
 func (s *Service) grabSync(ctx context.Context, userID, voucherID int) (Admission, error) {
-	l, err := s.locks.Obtain(ctx, s.userLockName(userID), lock.LockOptions{Lease: 10 * time.Second, Wait: 5 * time.Second})
+	l, err := s.locks.Obtain(ctx, s.userLockName(userID), lock.LockOptions{Lease: userLockLease, Wait: userLockWait})
 	if err != nil {
 		return Admission{}, fmt.Errorf("seckill: locking user %d: %w", userID, err)
 	}
@@ -79,12 +86,17 @@ func (s *Service) grabInTx(ctx context.Context, tx *ent.Tx, userID, voucherID in
 		return Admission{}, fmt.Errorf("seckill: order id: %w", err)
 	}
 	err = tx.SeckillOrder.Create().SetID(int(id)).SetUserID(userID).SetVoucherID(voucherID).
-		SetStatus(seckillorder.StatusCREATED).SetSlot(true).SetCreatedAt(now).Exec(ctx)
+		SetStatus(seckillorder.StatusCREATED).SetSlot(true).SetCreatedAt(createdAt(now)).Exec(ctx)
 	if ent.IsConstraintError(err) {
 		return Admission{}, ErrAlreadyPurchased
 	}
 	if err != nil {
 		return Admission{}, err
 	}
-	return Admission{OrderID: id, Status: StatusCreated}, nil
+	return Admission{OrderID: id, Status: StatusCreated, createdAt: createdAt(now)}, nil
 }
+
+// createdAt is the created_at stored for an order made at t: whole seconds, what MySQL's
+// TIMESTAMP column keeps (MariaDB truncates, MySQL rounds), so that the grab's answer and a
+// later read agree.
+func createdAt(t time.Time) time.Time { return t.Truncate(time.Second) }

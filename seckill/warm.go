@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/surgekit/surge/ent/voucher"
 	"github.com/surgekit/surge/lock"
 	"github.com/surgekit/surge/lua"
+	"github.com/surgekit/surge/redisctx"
 )
 
 // lockVoucher takes the voucher's lock, waiting for another rebuild, stock change or
@@ -22,10 +24,39 @@ import (
 // on the voucher's row lock, lockRow).
 func (s *Service) lockVoucher(ctx context.Context, voucherID int) (*lock.Lock, error) {
 	l, err := s.locks.Obtain(ctx, s.lockName(voucherID), lock.LockOptions{Wait: -1})
+	if err == nil && ctx.Err() != nil {
+		// Obtained as the caller gave up (a late answer from Redis): nobody would use it.
+		_ = l.Release(context.WithoutCancel(ctx))
+		err = ctx.Err()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("seckill: locking voucher %d: %w", voucherID, err)
 	}
 	return l, nil
+}
+
+// holding returns ctx, also ended when the lock l is lost, for work done under l: the
+// caller's deadline still bounds it (a lock's own Context has none). done releases it.
+func holding(ctx context.Context, l *lock.Lock) (held context.Context, done func()) {
+	held, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
+	return held, func() { stop(); cancel(nil) }
+}
+
+// underVoucherLock runs work holding the voucher's lock, with a ctx that ends with ctx or when
+// the lock is lost. It returns at ctx's deadline whatever the Redis client's settings; work
+// given up on that way stops at its next call and releases the lock.
+func (s *Service) underVoucherLock(ctx context.Context, voucherID int, work func(ctx context.Context) error) error {
+	return redisctx.Err(ctx, s.rdb, func(ctx context.Context) error {
+		l, err := s.lockVoucher(ctx, voucherID)
+		if err != nil {
+			return err
+		}
+		defer l.Release(context.WithoutCancel(ctx))
+		held, done := holding(ctx, l)
+		defer done()
+		return work(held)
+	})
 }
 
 // Warm brings a voucher's sale state in Redis in line with the database: the window, on/off
@@ -44,18 +75,20 @@ func (s *Service) Rebuild(ctx context.Context, voucherID int) error {
 	return s.warm(ctx, voucherID, true)
 }
 
+// warmTimeout bounds one warm run, which every caller asking meanwhile shares.
+const warmTimeout = time.Minute
+
+// warm runs Warm or Rebuild. Concurrent warms of one voucher in this process share one run,
+// which goes on when a caller gives up (at its ctx's end, whatever the Redis client's settings).
 func (s *Service) warm(ctx context.Context, voucherID int, full bool) error {
 	if s.opts.Strategy == StrategySync {
 		return nil
 	}
-	// Concurrent warms of one voucher in this process share one run.
-	_, err, _ := s.warms.Do("warm:"+strconv.Itoa(voucherID)+":"+strconv.FormatBool(full), func() (any, error) {
-		l, err := s.lockVoucher(ctx, voucherID)
-		if err != nil {
-			return nil, err
-		}
-		defer l.Release(context.WithoutCancel(ctx))
-		return nil, s.warmLocked(l.Context(), voucherID, full)
+	key := "warm:" + strconv.Itoa(voucherID) + ":" + strconv.FormatBool(full)
+	_, err := s.shared(ctx, key, warmTimeout, func(ctx context.Context) (any, error) {
+		return nil, s.underVoucherLock(ctx, voucherID, func(ctx context.Context) error {
+			return s.warmLocked(ctx, voucherID, full)
+		})
 	})
 	return err
 }
@@ -291,24 +324,23 @@ func (s *Service) ensureGroup(ctx context.Context, rdb redis.UniversalClient, st
 // Guard runs a change to a voucher's row (stock, window, status) under the voucher's lock and
 // then warms Redis with the result: the Redis stock becomes the new database stock minus the
 // orders still queued (read under the row lock, so a batch committed in between is counted
-// once). For a voucher that is not a seckill voucher it just runs change.
+// once). For a voucher that is not a seckill voucher it just runs change. change's ctx ends
+// with ctx or when the lock is lost; Guard returns at ctx's deadline whatever the Redis
+// client's settings.
 func (s *Service) Guard(ctx context.Context, voucherID int, change func(ctx context.Context) error) error {
 	if s.opts.Strategy == StrategySync {
 		return change(ctx)
 	}
-	l, err := s.lockVoucher(ctx, voucherID)
-	if err != nil {
+	return s.underVoucherLock(ctx, voucherID, func(ctx context.Context) error {
+		if err := change(ctx); err != nil {
+			return err
+		}
+		err := s.warmLocked(ctx, voucherID, false)
+		if errors.Is(err, ErrNoSuchVoucher) {
+			return nil
+		}
 		return err
-	}
-	defer l.Release(context.WithoutCancel(ctx))
-	if err := change(l.Context()); err != nil {
-		return err
-	}
-	err = s.warmLocked(l.Context(), voucherID, false)
-	if errors.Is(err, ErrNoSuchVoucher) {
-		return nil
-	}
-	return err
+	})
 }
 
 // WarmAll warms every active seckill voucher whose sale has not ended: what a server does at

@@ -41,7 +41,8 @@ type SeckillPayload struct {
 	OrderID int `json:"orderId"`
 	// QUEUED (to be written to the database) or CREATED.
 	Status seckillorder.Status `json:"status"`
-	// The order itself; null only if it is no longer visible to the caller.
+	// The order as this grab left it (QUEUED, or CREATED with the synchronous strategy), answered
+	// without reading it back; order(id) gives its current status. Never null.
 	Order *ent.SeckillOrder `json:"order,omitempty"`
 }
 

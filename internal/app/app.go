@@ -198,6 +198,15 @@ func (a *App) startSeckill(ctx context.Context, registry prometheus.Registerer) 
 	return nil
 }
 
+// Timeouts of the server's Redis clients. With ContextTimeoutEnabled a call also ends at its
+// context's deadline; without one, a Redis that hangs holds a call for redisReadTimeout per try
+// (go-redis's default, 3 s, is long for a request). Blocking reads add their BLOCK time.
+const (
+	redisDialTimeout = 2 * time.Second
+	redisReadTimeout = time.Second
+	redisPoolTimeout = 2 * time.Second // waiting for a free connection
+)
+
 func (a *App) redisOptions(poolSize int) *redis.UniversalOptions {
 	return &redis.UniversalOptions{
 		Addrs:    a.redisAddrs,
@@ -208,6 +217,10 @@ func (a *App) redisOptions(poolSize int) *redis.UniversalOptions {
 		// Calls end at their context's deadline (a request's), not after ReadTimeout and
 		// retries, when Redis hangs.
 		ContextTimeoutEnabled: true,
+		DialTimeout:           redisDialTimeout,
+		ReadTimeout:           redisReadTimeout,
+		WriteTimeout:          redisReadTimeout,
+		PoolTimeout:           redisPoolTimeout,
 	}
 }
 
@@ -223,7 +236,7 @@ func (a *App) openRedis(ctx context.Context) error {
 		addrs = []string{m.Addr()}
 	}
 	a.redisAddrs = addrs
-	a.Redis = redis.NewUniversalClient(a.redisOptions(0))
+	a.Redis = redis.NewUniversalClient(a.redisOptions(a.Config.RedisPoolSize))
 	a.closers = append(a.closers, a.Redis.Close)
 	if err := a.Redis.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("connecting to Redis %v: %w", addrs, err)
@@ -259,7 +272,9 @@ func driveExpiry(m *miniredis.Miniredis, every time.Duration) (stop func()) {
 func (a *App) openDB(ctx context.Context, migrate bool) error {
 	var err error
 	if a.Config.MySQLDSN != "" {
-		a.DB, err = store.OpenMySQL(a.Config.MySQLDSN)
+		if a.DB, err = store.OpenMySQL(a.Config.MySQLDSN); err == nil {
+			a.DB.SetMaxConns(a.Config.MySQLMaxConns)
+		}
 	} else {
 		if err := os.MkdirAll(a.Config.DataDir, 0o755); err != nil {
 			return fmt.Errorf("creating data dir: %w", err)

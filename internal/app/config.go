@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/surgekit/surge/internal/auth"
+	"github.com/surgekit/surge/internal/store"
 )
 
 // Config is the server configuration. Every field has an environment variable and a flag of
@@ -19,6 +20,13 @@ type Config struct {
 	RedisAddrs    []string // SURGE_REDIS_ADDRS, -redis-addrs: one → single node, several → Cluster; empty → embedded
 	RedisPassword string   // SURGE_REDIS_PASSWORD, -redis-password
 	MySQLDSN      string   // SURGE_MYSQL_DSN, -mysql-dsn: empty → SQLite in DataDir
+	// MySQLMaxConns is SURGE_MYSQL_MAX_CONNS, -mysql-max-conns (store.DefaultMaxConns, 32):
+	// the most connections this server opens to MySQL. Servers × this must stay below the
+	// database's max_connections (151 by default), with room for tools.
+	MySQLMaxConns int
+	// RedisPoolSize is SURGE_REDIS_POOL_SIZE, -redis-pool-size (0: go-redis's default, 10 per
+	// CPU): connections of the main Redis client.
+	RedisPoolSize int
 	Mode          string   // SURGE_MODE, -mode: "dev" or "production" (dev when embedded, else production)
 	AdminPhones   []string // SURGE_ADMIN_PHONES, -admin-phones (dev default: 13800000000)
 	Seed          bool     // SURGE_SEED, -seed: seed demo data into an empty database (default: dev mode)
@@ -115,6 +123,8 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	redisAddrs := fs.String("redis-addrs", env("SURGE_REDIS_ADDRS", ""), "comma-separated Redis addresses; several mean Cluster; empty means embedded (SURGE_REDIS_ADDRS)")
 	redisPassword := fs.String("redis-password", env("SURGE_REDIS_PASSWORD", ""), "Redis password (SURGE_REDIS_PASSWORD)")
 	dsn := fs.String("mysql-dsn", env("SURGE_MYSQL_DSN", ""), "MySQL DSN, e.g. user:pass@tcp(host:3306)/surge; empty means SQLite (SURGE_MYSQL_DSN)")
+	mysqlMaxConns := fs.Int("mysql-max-conns", envInt(getenv, "SURGE_MYSQL_MAX_CONNS", store.DefaultMaxConns), "most connections this server opens to MySQL; servers × this must stay below max_connections (SURGE_MYSQL_MAX_CONNS)")
+	redisPoolSize := fs.Int("redis-pool-size", envInt(getenv, "SURGE_REDIS_POOL_SIZE", 0), "connections of the main Redis client; 0 means go-redis's default, 10 per CPU (SURGE_REDIS_POOL_SIZE)")
 	mode := fs.String("mode", env("SURGE_MODE", ""), `"dev" or "production" (SURGE_MODE; default dev when embedded, else production)`)
 	admins := fs.String("admin-phones", env("SURGE_ADMIN_PHONES", ""), "comma-separated phones that get role ADMIN at login (SURGE_ADMIN_PHONES)")
 	seed := fs.String("seed", env("SURGE_SEED", ""), "seed demo data into an empty database: true/false (SURGE_SEED; default: dev mode)")
@@ -141,7 +151,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	return func() (Config, error) {
 		c := Config{
 			Addr: *addr, DataDir: *dataDir, RedisAddrs: splitList(*redisAddrs), RedisPassword: *redisPassword,
-			MySQLDSN: *dsn, Mode: *mode, AdminPhones: splitList(*admins),
+			MySQLDSN: *dsn, MySQLMaxConns: *mysqlMaxConns, RedisPoolSize: *redisPoolSize, Mode: *mode, AdminPhones: splitList(*admins),
 			MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, CachePrefix: *cachePrefix, ShutdownGrace: 15 * time.Second,
 			SeckillStrategy: *strategy, SeckillRate: *rate, SeckillPrefix: *seckillPrefix, StockThrottle: *stockThrottle,
 			SeckillClaimIdle: *claimIdle,
@@ -152,6 +162,12 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		}
 		if c.SeckillClaimIdle <= 0 {
 			return Config{}, fmt.Errorf("seckill-claim-idle must be positive")
+		}
+		if c.MySQLMaxConns <= 0 {
+			return Config{}, fmt.Errorf("mysql-max-conns must be positive")
+		}
+		if c.RedisPoolSize < 0 {
+			return Config{}, fmt.Errorf("redis-pool-size must not be negative")
 		}
 		if c.StockThrottle < 0 {
 			return Config{}, fmt.Errorf("stock-throttle must not be negative")

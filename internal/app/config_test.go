@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/surgekit/surge/internal/auth"
+	"github.com/surgekit/surge/internal/store"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -102,6 +103,25 @@ func TestParseConfigRejectsBadValues(t *testing.T) {
 	} {
 		if _, err := ParseConfig(tc.args, envOf(tc.env)); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestParseConfigPools(t *testing.T) {
+	c, err := ParseConfig(nil, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MySQLMaxConns != store.DefaultMaxConns || c.RedisPoolSize != 0 {
+		t.Fatalf("pool defaults: mysql %d, redis %d", c.MySQLMaxConns, c.RedisPoolSize)
+	}
+	c, err = ParseConfig([]string{"-redis-pool-size", "50"}, envOf(map[string]string{"SURGE_MYSQL_MAX_CONNS": "12", "SURGE_REDIS_POOL_SIZE": "7"}))
+	if err != nil || c.MySQLMaxConns != 12 || c.RedisPoolSize != 50 {
+		t.Fatalf("pools from env and flags: mysql %d, redis %d, %v", c.MySQLMaxConns, c.RedisPoolSize, err)
+	}
+	for _, bad := range []map[string]string{{"SURGE_MYSQL_MAX_CONNS": "0"}, {"SURGE_REDIS_POOL_SIZE": "-1"}} {
+		if _, err := ParseConfig(nil, envOf(bad)); err == nil {
+			t.Errorf("%v accepted", bad)
 		}
 	}
 }

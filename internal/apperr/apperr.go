@@ -14,6 +14,8 @@
 //   - NOT_STARTED, ENDED: the voucher's sale window has not opened yet, or is over (or the
 //     voucher is no longer ACTIVE).
 //   - NOT_READY: the sale's state is being (re)built in Redis; retry in a moment.
+//   - UNAVAILABLE: a data store (Redis or the database) cannot serve the request right now:
+//     down, restarting, too slow or out of connections; retry in a moment.
 //   - INTERNAL: anything else; the detail is logged server-side, never sent.
 package apperr
 
@@ -31,6 +33,7 @@ const (
 	Forbidden       Code = "FORBIDDEN"
 	NotFound        Code = "NOT_FOUND"
 	RateLimited     Code = "RATE_LIMITED"
+	Unavailable     Code = "UNAVAILABLE"
 	Internal        Code = "INTERNAL"
 
 	// Refusals of a seckill grab.
@@ -66,6 +69,7 @@ var (
 	ErrForbidden        = &Error{Code: Forbidden}
 	ErrNotFound         = &Error{Code: NotFound}
 	ErrRateLimited      = &Error{Code: RateLimited}
+	ErrUnavailable      = &Error{Code: Unavailable}
 	ErrSoldOut          = &Error{Code: SoldOut}
 	ErrAlreadyPurchased = &Error{Code: AlreadyPurchased}
 	ErrNotStarted       = &Error{Code: NotStarted}

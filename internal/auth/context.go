@@ -65,8 +65,8 @@ func ParseBearer(h string) string {
 // WithToken resolves token (sliding its session) and returns ctx carrying the token and its
 // session: the session is nil when the token is unknown or expired, and ctx is returned as is
 // when token is "". An error means the session store failed. Every transport authenticates
-// through it: the HTTP middleware, and the WebSocket transport at connection_init and at each
-// operation.
+// through it: the server's HTTP middleware, and the WebSocket transport at connection_init and
+// at each operation.
 func (s *Service) WithToken(ctx context.Context, token string) (context.Context, error) {
 	if token == "" {
 		return ctx, nil
@@ -76,18 +76,4 @@ func (s *Service) WithToken(ctx context.Context, token string) (context.Context,
 		return ctx, err
 	}
 	return WithSession(ctx, token, sess), nil
-}
-
-// Middleware resolves the bearer token (sliding its session) and stores the result in the
-// request context. An unknown token makes the request anonymous; resolvers that need a user
-// answer UNAUTHENTICATED. A Redis failure answers 503 rather than silently logging users out.
-func (s *Service) Middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, err := s.WithToken(r.Context(), BearerToken(r))
-		if err != nil {
-			http.Error(w, "session store unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
 }

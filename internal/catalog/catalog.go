@@ -301,8 +301,12 @@ type VoucherUpdate struct {
 	ActualValue *int64
 	Status      *voucher.Status
 	Stock       *int
-	BeginAt     *time.Time
-	EndAt       *time.Time
+	// AddStock adds units to the current stock in one statement (stock = stock + n), so that
+	// units the order consumer takes meanwhile are not lost, as with a read of the stock
+	// followed by Stock. At least 1; not with Stock.
+	AddStock *int
+	BeginAt  *time.Time
+	EndAt    *time.Time
 }
 
 // Validate checks the update against the voucher it changes, with the rules of VoucherInput
@@ -332,6 +336,8 @@ func (u *VoucherUpdate) Validate(cur *ent.Voucher) error {
 		switch {
 		case u.Stock != nil:
 			field = "stock"
+		case u.AddStock != nil:
+			field = "addStock"
 		case u.BeginAt != nil:
 			field = "beginAt"
 		case u.EndAt != nil:
@@ -346,6 +352,12 @@ func (u *VoucherUpdate) Validate(cur *ent.Voucher) error {
 		return apperr.Invalid("stock", "stock must be >= 0, got %d", *u.Stock)
 	case u.Stock != nil && *u.Stock > MaxStock:
 		return apperr.Invalid("stock", "stock must be <= %d", MaxStock)
+	case u.AddStock != nil && u.Stock != nil:
+		return apperr.Invalid("addStock", "give stock (the units left) or addStock (units to add), not both")
+	case u.AddStock != nil && *u.AddStock < 1:
+		return apperr.Invalid("addStock", "addStock must be >= 1, got %d", *u.AddStock)
+	case u.AddStock != nil && cur.Stock != nil && *cur.Stock > MaxStock-*u.AddStock:
+		return apperr.Invalid("addStock", "the stock would exceed %d", MaxStock)
 	}
 	begin, end := cur.BeginAt, cur.EndAt
 	if u.BeginAt != nil {
@@ -385,13 +397,21 @@ func (s *Service) UpdateVoucher(ctx context.Context, id int, in VoucherUpdate) (
 	if err := in.Validate(cur); err != nil {
 		return nil, err
 	}
-	v, err := s.db.Voucher.UpdateOneID(id).
+	update := s.db.Voucher.UpdateOneID(id).
 		SetNillableTitle(in.Title).SetNillableSubtitle(in.Subtitle).SetNillableRules(in.Rules).
 		SetNillablePayValue(in.PayValue).SetNillableActualValue(in.ActualValue).
 		SetNillableStatus(in.Status).
-		SetNillableStock(in.Stock).SetNillableBeginAt(in.BeginAt).SetNillableEndAt(in.EndAt).
-		Save(ctx)
-	if ent.IsNotFound(err) {
+		SetNillableStock(in.Stock).SetNillableBeginAt(in.BeginAt).SetNillableEndAt(in.EndAt)
+	if in.AddStock != nil {
+		// One statement: the consumer's "stock = stock - n" can land before or after it, never
+		// in between. The limit is checked again in it (Validate read the stock earlier).
+		update.AddStock(*in.AddStock).Where(voucher.StockLTE(MaxStock - *in.AddStock))
+	}
+	v, err := update.Save(ctx)
+	switch {
+	case ent.IsNotFound(err) && in.AddStock != nil:
+		return nil, apperr.Invalid("addStock", "the stock would exceed %d", MaxStock)
+	case ent.IsNotFound(err):
 		return nil, apperr.New(apperr.NotFound, "voucher %d not found", id)
 	}
 	return v, FromEnt(err)

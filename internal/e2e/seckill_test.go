@@ -364,6 +364,18 @@ func TestSeckillSyncStrategy(t *testing.T) {
 	if str(e.grabOK(u2, v), "status") != "CREATED" {
 		t.Fatal("restocked sync grab not CREATED")
 	}
+	d = e.ok(admin, `mutation($id: ID!) { updateVoucher(id: $id, input: {addStock: 2}) { stock } }`, map[string]any{"id": v})
+	if get(d, "updateVoucher", "stock").(float64) != 2 || e.dbStock(v) != 2 {
+		t.Fatalf("addStock 2 on a sold-out sync voucher = %v", d)
+	}
+	// The grab's answer is the order as stored.
+	u3 := e.login(testenv.Phone())
+	d = e.ok(u3, `mutation($v: ID!) { seckillVoucher(voucherId: $v) { orderId order { status createdAt } } }`, map[string]any{"v": v})
+	stored := e.ok(u3, orderQuery, map[string]any{"id": str(d, "seckillVoucher", "orderId")})
+	if str(d, "seckillVoucher", "order", "createdAt") != str(stored, "order", "createdAt") ||
+		str(d, "seckillVoucher", "order", "status") != str(stored, "order", "status") {
+		t.Fatalf("sync grab answered %v, the stored order is %v", d, stored)
+	}
 }
 
 func TestUpdateVoucher(t *testing.T) {

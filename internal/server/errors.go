@@ -21,7 +21,8 @@ const internalMessage = "internal error"
 
 // classifyResolverErrors runs around every field resolver. Whatever a resolver returns that is
 // not already a typed client error is logged with its detail and replaced by a bare INTERNAL
-// error, so SQL and driver messages never reach a client. Errors that reach the presenter
+// error (UNAVAILABLE when a data store could not serve it now), so SQL and driver messages
+// never reach a client. Errors that reach the presenter
 // without a code therefore come from gqlgen's input coercion: bad user input.
 func classifyResolverErrors(log *slog.Logger) graphql.FieldMiddleware {
 	return func(ctx context.Context, next graphql.Resolver) (any, error) {
@@ -43,6 +44,9 @@ func classifyResolverErrors(log *slog.Logger) graphql.FieldMiddleware {
 			return res, catalog.FromEnt(err)
 		case errors.Is(err, context.Canceled):
 			return res, apperr.New(apperr.Internal, "request cancelled")
+		case unavailable(err):
+			log.WarnContext(ctx, "store unavailable", "path", graphql.GetFieldContext(ctx).Path().String(), "err", err)
+			return res, apperr.New(apperr.Unavailable, unavailableMessage)
 		}
 		fc := graphql.GetFieldContext(ctx)
 		log.ErrorContext(ctx, "resolver failed", "path", fc.Path().String(), "err", err)

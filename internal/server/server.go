@@ -129,7 +129,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.AroundResponses(capErrors)
 
 	var h http.Handler = srv
-	h = res.Auth.Middleware(h)
+	h = withSessions(res.Auth, opts.Logger, h)
 	h = withDeadline(h, opts.RequestTimeout)
 	h = limitConnections(h, opts.WebsocketConnections)
 	return withClientAddress(h, opts.TrustedProxyHeader)

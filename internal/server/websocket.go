@@ -57,7 +57,7 @@ func websocketTransport(a *auth.Service, opts *Options) transport.Websocket {
 
 // websocketInit authenticates a connection: {"Authorization": "Bearer <token>"} in the
 // connection_init payload, else the Authorization header of the upgrade request (resolved by
-// auth.Middleware before the upgrade). A missing or unknown token makes the connection
+// withSessions before the upgrade). A missing or unknown token makes the connection
 // anonymous, as over HTTP; fields that need a login answer UNAUTHENTICATED. A session store
 // failure refuses the connection.
 func websocketInit(a *auth.Service, opts *Options) transport.WebsocketInitFunc {
@@ -89,7 +89,7 @@ func websocketSessions(a *auth.Service, log *slog.Logger) graphql.OperationMiddl
 		ctx, err := a.WithToken(ctx, token)
 		if err != nil {
 			log.ErrorContext(ctx, "websocket operation: session store failed", "err", err)
-			return graphql.OneShot(graphql.ErrorResponse(ctx, "session store unavailable"))
+			return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{unavailableError(sessionStoreMessage)}})
 		}
 		return next(ctx)
 	}

@@ -64,10 +64,31 @@ func OpenMySQL(dsn string) (*DB, error) {
 		return nil, fmt.Errorf("store: MySQL connector: %w", err)
 	}
 	db := sql.OpenDB(conn)
-	db.SetMaxOpenConns(64)
-	db.SetMaxIdleConns(32)
 	db.SetConnMaxLifetime(30 * time.Minute)
-	return wrap(db, dialect.MySQL), nil
+	db.SetConnMaxIdleTime(connMaxIdleTime)
+	d := wrap(db, dialect.MySQL)
+	d.SetMaxConns(DefaultMaxConns)
+	return d, nil
+}
+
+// DefaultMaxConns is the default bound of a MySQL pool. MariaDB and MySQL allow 151
+// connections by default (max_connections): three servers then hold at most 96, and one more
+// pool of this size (the test suite's, a tool's) still fits, with room for consoles.
+const DefaultMaxConns = 32
+
+// connMaxIdleTime closes connections left idle that long, so that a server past its peak gives
+// them back to the database.
+const connMaxIdleTime = time.Minute
+
+// SetMaxConns bounds the pool to n open connections (n <= 0: DefaultMaxConns), all of which
+// may stay idle until connMaxIdleTime: under load no connection is closed and reopened.
+// Past n, queries wait for a free connection (bounded by their context).
+func (d *DB) SetMaxConns(n int) {
+	if n <= 0 {
+		n = DefaultMaxConns
+	}
+	d.SQL.SetMaxOpenConns(n)
+	d.SQL.SetMaxIdleConns(n)
 }
 
 func wrap(db *sql.DB, d string) *DB {

@@ -127,6 +127,18 @@ func PrivateMySQL(t testing.TB) *MariaDB {
 	return m
 }
 
+// Root returns a pool connected as root over the server's socket (closed at cleanup), for
+// what the test user may not do: SET GLOBAL, FLUSH STATUS, SHOW GLOBAL STATUS.
+func (m *MariaDB) Root(t testing.TB) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", "root@unix("+m.socket+")/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
 // Start starts the server on its data directory and port and waits until it accepts
 // connections (crash recovery included, after a Kill).
 func (m *MariaDB) Start() {

@@ -1,0 +1,112 @@
+package server
+
+import (
+	"context"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/surgekit/surge/internal/apperr"
+	"github.com/surgekit/surge/internal/auth"
+	"github.com/surgekit/surge/redisctx"
+)
+
+// MySQL errors that mean "no connection for you right now".
+const (
+	erConCount     = 1040 // ER_CON_COUNT_ERROR: Too many connections
+	erUserConCount = 1203 // ER_TOO_MANY_USER_CONNECTIONS
+)
+
+// Messages of UNAVAILABLE errors; they say what the client should do.
+const (
+	unavailableMessage  = "a data store is unavailable: retry in a moment"
+	sessionStoreMessage = "the session store is unavailable: retry in a moment"
+)
+
+// retryAfterSeconds is the Retry-After of a 503: Redis restarts and failovers take seconds.
+const retryAfterSeconds = "1"
+
+// unavailable reports whether err means that a data store could not serve the request right
+// now (down, restarting or loading, failing over, too slow, out of connections), so that the
+// same request may succeed when retried: UNAVAILABLE rather than INTERNAL.
+func unavailable(err error) bool {
+	var my *mysql.MySQLError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &my):
+		return my.Number == erConCount || my.Number == erUserConCount
+	case errors.As(err, &netErr): // refused, reset, timed out
+		return true
+	}
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redisctx.ErrUnresponsive) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) ||
+		redis.IsLoadingError(err) || redis.IsClusterDownError(err) || redis.IsTryAgainError(err) ||
+		redis.IsMasterDownError(err) || redis.IsMaxClientsError(err) || redis.IsReadOnlyError(err)
+}
+
+// withSessions resolves the bearer token (sliding its session) into the request's context. An
+// unknown token makes the request anonymous (fields that need a user answer UNAUTHENTICATED).
+// When the session store fails, the request is not run as anonymous (that would log users out
+// silently): it is answered 503 with a GraphQL error UNAVAILABLE and Retry-After.
+func withSessions(a *auth.Service, log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, err := a.WithToken(r.Context(), auth.BearerToken(r))
+		if err != nil {
+			log.WarnContext(ctx, "session store failed", "err", err)
+			writeUnavailable(w, r, sessionStoreMessage)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// unavailableError is the GraphQL error of a request refused because a store is unavailable.
+func unavailableError(msg string) *gqlerror.Error {
+	return &gqlerror.Error{Message: msg, Extensions: map[string]any{"code": string(apperr.Unavailable)}}
+}
+
+// writeUnavailable answers a request the server cannot run now: 503, Retry-After, and a
+// GraphQL response holding one UNAVAILABLE error, in the media type gqlgen would have used.
+func writeUnavailable(w http.ResponseWriter, r *http.Request, msg string) {
+	w.Header().Set("Content-Type", responseType(r))
+	w.Header().Set("Retry-After", retryAfterSeconds)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_ = json.NewEncoder(w).Encode(map[string]any{"errors": gqlerror.List{unavailableError(msg)}})
+}
+
+// Response media types of GraphQL over HTTP.
+const (
+	graphqlResponseJSON = "application/graphql-response+json"
+	plainJSON           = "application/json"
+)
+
+// responseType picks the response media type as the GET and POST transports do
+// (UseGrapQLResponseJsonByDefault): application/json only when the client asks for it first.
+func responseType(r *http.Request) string {
+	for part := range strings.SplitSeq(r.Header.Get("Accept"), ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mt {
+		case plainJSON:
+			return plainJSON
+		case graphqlResponseJSON, "*/*", "application/*":
+			return graphqlResponseJSON
+		}
+	}
+	return graphqlResponseJSON
+}
