@@ -23,7 +23,8 @@ func TestNoGoroutineLeak(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	ctx := context.Background()
 	rdb := testenv.Redis(t)
-	c := lock.New(rdb, lock.Options{WatchdogLease: 150 * time.Millisecond})
+	// A lease long enough that a renewal (timeout lease/6 = 100 ms) survives a loaded machine.
+	c := lock.New(rdb, lock.Options{WatchdogLease: 600 * time.Millisecond})
 	name := uniq("leak")
 	held, err := c.Obtain(ctx, name, lock.LockOptions{})
 	if err != nil {
@@ -49,7 +50,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	if _, err := c.Obtain(ctx, name, lock.LockOptions{Wait: 100 * time.Millisecond}); err == nil {
 		t.Fatal("obtained a held lock")
 	}
-	time.Sleep(200 * time.Millisecond) // watchdogs renew
+	time.Sleep(450 * time.Millisecond) // watchdogs renew (every 200 ms)
 	for _, l := range append(others, held, inner, outer) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
