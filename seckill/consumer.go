@@ -152,7 +152,7 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 	k := s.keys(voucherID)
 	claimEvery := s.opts.ClaimIdle / 2
 	block := min(s.opts.Block, claimEvery)
-	var lastClaim time.Time
+	var lastClaim, lastOwnCheck time.Time
 	claimCursor := "0-0"
 	retryOwn := false // an outage left entries pending here
 	retryPause := minRetryPause
@@ -172,6 +172,10 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 		}
 		if _, ok := s.orphans.LoadAndDelete(k.Orders); ok {
 			retryOwn = true // a read or claim given up on delivered entries here after all
+		}
+		if time.Since(lastOwnCheck) >= ownIdle {
+			lastOwnCheck = time.Now()
+			retryOwn = retryOwn || s.hasIdleOwn(ctx, k.Orders)
 		}
 		if retryOwn = retryOwn || acks.failed.Swap(false); retryOwn {
 			// Write this consumer's own pending entries now rather than after ClaimIdle
@@ -225,6 +229,7 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 		case err != nil:
 			s.log.Warn("reading orders", "voucher", voucherID, "err", err)
 			s.waitForRedis(ctx)
+			retryOwn = true // the failed read may have delivered entries here
 			continue
 		}
 		for _, st := range streams {
@@ -246,6 +251,25 @@ func (s *Service) readVoucher(ctx context.Context, voucherID int) {
 			prefetched = nil
 		}
 	}
+}
+
+// ownIdle is how long an entry may sit pending with this consumer unknown to it before the
+// reader takes it up again: a read whose reply was lost (go-redis resends a read whose
+// connection broke, so the first delivery goes unseen; Redis stops after delivering) leaves
+// entries pending under this consumer's name that no error reported. Checked every ownIdle,
+// one XPENDING per voucher, instead of leaving them to a claim after ClaimIdle.
+const ownIdle = 2 * time.Second
+
+// hasIdleOwn reports whether entries have been pending with this consumer for ownIdle or more.
+func (s *Service) hasIdleOwn(ctx context.Context, stream string) bool {
+	rdb := s.opts.StreamClient
+	pending, err := bounded(ctx, rdb, func(ctx context.Context) ([]redis.XPendingExt, error) {
+		return rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: stream, Group: s.opts.Group, Consumer: s.opts.Consumer,
+			Idle: ownIdle, Start: "-", End: "+", Count: 1,
+		}).Result()
+	})
+	return err == nil && len(pending) > 0
 }
 
 type readResult struct {
