@@ -37,7 +37,17 @@ func (s *Service) keyPrefix() string { return KeyPrefix(s.opts.Namespace, s.opts
 // registryKey is a sorted set of the vouchers warmed into Redis, scored by the end of their
 // sale (Unix ms): the consumer's list of streams to read. It is only touched by single-key
 // commands, outside scripts.
-func (s *Service) registryKey() string { return s.keyPrefix() + ":vouchers" }
+func (s *Service) registryKey() string { return RegistryKey(s.keyPrefix()) }
+
+// RegistryKey is the sorted set of warmed vouchers for a key prefix (KeyPrefix's result).
+func RegistryKey(keyPrefix string) string { return keyPrefix + ":vouchers" }
+
+// VoucherLockKeys are a voucher's lock (package lock) and its fencing counter, for tools that
+// clean up after a sale: <namespace>:lock:{<prefix>:<voucherId>} and …:fence.
+func VoucherLockKeys(namespace, prefix string, voucherID int) []string {
+	key := inNamespace(namespace, "lock") + ":{" + prefix + ":" + strconv.Itoa(voucherID) + "}"
+	return []string{key, key + ":fence"}
+}
 
 // lockName is the name of the per-voucher lock (package lock) that serialises batch commits
 // with rebuilds. The lock client puts it under the namespace.

@@ -35,6 +35,9 @@ const (
 	StrategySync Strategy = "sync"
 )
 
+// DefaultPrefix names the sale keys and locks when Options.Prefix is empty.
+const DefaultPrefix = "seckill"
+
 // Options configures a Service. Zero values take the defaults noted.
 type Options struct {
 	Strategy Strategy // StrategyLua
@@ -83,7 +86,7 @@ func (o *Options) setDefaults() {
 		o.Strategy = StrategyLua
 	}
 	if o.Prefix == "" {
-		o.Prefix = "seckill"
+		o.Prefix = DefaultPrefix
 	}
 	if o.Dialect == "" {
 		o.Dialect = "mysql"

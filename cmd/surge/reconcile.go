@@ -129,13 +129,13 @@ func reconcile(args []string, stdout, stderr io.Writer, log *slog.Logger) int {
 	}
 	if *jsonOut {
 		doc := struct {
-			OK       bool                    `json:"ok"`
-			Strategy string                  `json:"strategy"`
-			Prefix   string                  `json:"prefix"`
-			Fix      bool                    `json:"fix"`
-			Summary  summary                 `json:"summary"`
-			Vouchers []seckill.VoucherReport `json:"vouchers"`
-		}{sum.Problem == 0, cfg.SeckillStrategy, cfg.SeckillPrefix, *fix, sum, reports}
+			OK        bool                    `json:"ok"`
+			Strategy  string                  `json:"strategy"`
+			Namespace string                  `json:"namespace"`
+			Fix       bool                    `json:"fix"`
+			Summary   summary                 `json:"summary"`
+			Vouchers  []seckill.VoucherReport `json:"vouchers"`
+		}{sum.Problem == 0, cfg.SeckillStrategy, cfg.Namespace, *fix, sum, reports}
 		if doc.Vouchers == nil {
 			doc.Vouchers = []seckill.VoucherReport{}
 		}

@@ -107,7 +107,7 @@ type SeckillResult struct {
 	Database    string   `json:"database"`
 	Strategy    string   `json:"strategy"`
 	Consumer    string   `json:"consumer"` // during (the grabs), after (-consume-after) or servers
-	Prefix      string   `json:"seckill_prefix"`
+	Namespace   string   `json:"namespace"`
 	Run         string   `json:"run"`
 	Users       int      `json:"users"`
 	Attempts    int      `json:"attempts"`
@@ -225,7 +225,7 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 	began := time.Now()
 	run := runID()
 	res := &SeckillResult{Scenario: "seckill", Run: run, Users: o.users, Attempts: o.attempts, Concurrency: o.concurrency,
-		Stock: o.stock, Strategy: cfg.SeckillStrategy, Prefix: cfg.SeckillPrefix, SeriesStepMS: 100}
+		Stock: o.stock, Strategy: cfg.SeckillStrategy, Namespace: cfg.Namespace, SeriesStepMS: 100}
 
 	var tg seckillTarget
 	if o.inprocess {
