@@ -152,17 +152,17 @@ func (p *proc) health() (int, map[string]string, error) {
 // seckill service in the test process (no consumer) on the same Redis and namespace as the
 // surge processes, to admit orders and read state.
 type world struct {
-	t      *testing.T
-	db     *store.DB
-	dsn    string
-	rdb    redis.UniversalClient
-	addr   string
-	ns     string
-	svc    *seckill.Service
-	v      int
-	stock  int
-	users  []int
-	keys   seckill.Keys
+	t     *testing.T
+	db    *store.DB
+	dsn   string
+	rdb   redis.UniversalClient
+	addr  string
+	ns    string
+	svc   *seckill.Service
+	v     int
+	stock int
+	users []int
+	keys  seckill.Keys
 }
 
 func newWorld(t *testing.T, dsn, redisAddr string, stock, users int) *world {
