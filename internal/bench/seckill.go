@@ -36,7 +36,7 @@ absorbs the surge, as when the consumers run elsewhere or fall behind).
 -target sends GraphQL over HTTP (sendLoginCode/login, createVoucher as -admin-phone or
 -admin-token, seckillVoucher) round-robin over the URLs; the servers must run in dev mode
 (SURGE_MODE=dev) so sendLoginCode returns the code. To verify, the tool reads Redis and MySQL
-itself: give it the servers' SURGE_REDIS_ADDRS, SURGE_MYSQL_DSN and SURGE_SECKILL_PREFIX (or
+itself: give it the servers' SURGE_REDIS_ADDRS, SURGE_MYSQL_DSN and SURGE_NAMESPACE (or
 the flags); -no-verify skips that.
 
 After the grabs it waits for the order stream to drain (-drain-timeout), then checks: orders in

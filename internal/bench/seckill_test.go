@@ -431,7 +431,7 @@ func TestSeckillMultiInstance(t *testing.T) {
 	rdb := testenv.Redis(t)
 	dsn, pfx, admin := testenv.MySQL(t), namespace(t, rdb), testenv.Phone()
 	env := []string{"SURGE_REDIS_ADDRS=" + testenv.RedisAddr(), "SURGE_MYSQL_DSN=" + dsn, "SURGE_MODE=dev",
-		"SURGE_SECKILL_PREFIX=" + pfx, "SURGE_CACHE_PREFIX=" + pfx + "c", "SURGE_SECKILL_RATE=-1", "SURGE_ADMIN_PHONES=" + admin}
+		"SURGE_NAMESPACE=" + pfx, "SURGE_SECKILL_RATE=-1", "SURGE_ADMIN_PHONES=" + admin}
 	var urls []string
 	for range 3 { // one after the other: the first migrates and seeds the fresh database
 		urls = append(urls, startServe(t, env))
