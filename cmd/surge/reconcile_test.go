@@ -63,6 +63,7 @@ func TestReconcileSubcommand(t *testing.T) {
 			users = append(users, db.Ent.User.Create().SetPhone(testenv.Phone()[:10]+strconv.Itoa(i)).SetNickname("u").SaveX(ctx).ID)
 		}
 		ns := "reconcile-cli" + testenv.Phone()
+		testenv.CleanupKeys(t, rdb, ns+":*")
 		svc, err := seckill.New(db.Ent, rdb, seckill.Options{
 			Namespace: ns, Dialect: db.Dialect, RateLimit: seckill.RateLimit{PerSecond: -1},
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -29,7 +29,7 @@ func testKeysUnderNamespace(t *testing.T, rdb redis.UniversalClient) {
 		SendsPerClient: auth.Rate{Count: 5, Window: time.Minute}, SendsGlobal: auth.Rate{Count: 1000, Window: time.Minute}})
 	plain, _, _ := newService(t, rdb, auth.Options{})
 	phone := testenv.Phone()
-	t.Cleanup(func() { deleteAll(rdb, ns) })
+	testenv.CleanupKeys(t, rdb, ns+":*")
 	if _, err := svc.SendCode(ctx, phone); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,8 @@ func testSendLimitsPerNamespace(t *testing.T, rdb redis.UniversalClient) {
 	limit := auth.Options{SendsGlobal: auth.Rate{Count: 2, Window: time.Minute}}
 	a, b := limit, limit
 	a.Namespace, b.Namespace = "a"+testenv.Phone(), "b"+testenv.Phone()
-	t.Cleanup(func() { deleteAll(rdb, a.Namespace); deleteAll(rdb, b.Namespace) })
+	testenv.CleanupKeys(t, rdb, a.Namespace+":*")
+	testenv.CleanupKeys(t, rdb, b.Namespace+":*")
 	svcA, _, _ := newService(t, rdb, a)
 	svcB, _, _ := newService(t, rdb, b)
 	for _, svc := range []*auth.Service{svcA, svcA, svcB, svcB} {
@@ -98,7 +99,7 @@ func TestForeignDeploymentRefused(t *testing.T) { testenv.EachRedis(t, testForei
 func testForeignDeploymentRefused(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	ns := "same" + testenv.Phone()
-	t.Cleanup(func() { deleteAll(rdb, ns) })
+	testenv.CleanupKeys(t, rdb, ns+":*")
 	var logs bytes.Buffer
 	reg := prometheus.NewRegistry()
 	one, sender, _ := newService(t, rdb, auth.Options{Namespace: ns, Deployment: "one"})
@@ -139,21 +140,4 @@ surge_auth_foreign_refused_total{kind="session"} 1
 	if strings.Contains(logs.String(), code) {
 		t.Errorf("the log holds the code: %s", logs.String())
 	}
-}
-
-// deleteAll removes the keys under ns, on every master of a Cluster.
-func deleteAll(rdb redis.UniversalClient, ns string) {
-	ctx := context.Background()
-	del := func(ctx context.Context, c redis.UniversalClient) error {
-		it := c.Scan(ctx, 0, ns+":*", 1000).Iterator()
-		for it.Next(ctx) {
-			c.Del(ctx, it.Val())
-		}
-		return it.Err()
-	}
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		_ = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return del(ctx, n) })
-		return
-	}
-	_ = del(ctx, rdb)
 }

@@ -110,7 +110,7 @@ func testNamespace(t *testing.T, rdb redis.UniversalClient) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	ns := "test-" + hex.EncodeToString(b)
-	t.Cleanup(func() { deleteKeys(rdb, ns+":*") })
+	testenv.CleanupKeys(t, rdb, ns+":*")
 	return ns
 }
 

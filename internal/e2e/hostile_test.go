@@ -25,8 +25,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/surgekit/surge/internal/auth"
 	"github.com/surgekit/surge/internal/testenv"
 )
@@ -272,14 +270,6 @@ func productionVars(t *testing.T, admin string) map[string]string {
 		// Tests share 127.0.0.1 and one Redis: per-client send limits are tested with a proxy
 		// header of their own (item 3), not on the shared loopback address.
 		"SURGE_LOGIN_SEND_RATE_IP": "off",
-	}
-}
-
-func deleteKeys(rdb redis.UniversalClient, pattern string) {
-	ctx := context.Background()
-	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-	for iter.Next(ctx) {
-		rdb.Del(ctx, iter.Val())
 	}
 }
 

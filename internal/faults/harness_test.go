@@ -178,8 +178,10 @@ func newWorld(t *testing.T, dsn, redisAddr string, stock, users int) *world {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 64})
 	t.Cleanup(func() { _ = rdb.Close() })
+	ns := "faults" + testenv.Phone()
+	testenv.CleanupKeys(t, rdb, ns+":*")
 	w := &world{t: t, db: db, dsn: dsn, rdb: rdb, addr: redisAddr, stock: stock,
-		ns: "faults" + testenv.Phone()}
+		ns: ns}
 	typ := db.Ent.ShopType.Create().SetName("t").SetSort(1).SaveX(ctx)
 	sh := db.Ent.Shop.Create().SetName("s").SetTypeID(typ.ID).SetLongitude(0).SetLatitude(0).SetImages([]string{}).SaveX(ctx)
 	w.v = db.Ent.Voucher.Create().SetShopID(sh.ID).SetTitle("v").SetPayValue(1).SetActualValue(2).
