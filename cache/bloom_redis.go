@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bits-and-blooms/bloom/v3"
@@ -31,7 +32,7 @@ const (
 // RedisFilter is a Bloom filter shared by every process through one Redis bitmap.
 //
 // Keys, all with the hash tag {<name>} so they share one Cluster slot and the multi-key scripts
-// (and the RENAME of a rebuild) run on Redis Cluster:
+// (and the RENAME of a rebuild) run on Redis Cluster ("bloom" is FilterPrefix's default):
 //
 //	bloom:{<name>}                the bitmap, m bits
 //	bloom:{<name>}:meta           hash {m, k} it was built with
@@ -59,15 +60,35 @@ type RedisFilter struct {
 	mk       []any    // ARGV head: m, k
 }
 
+// FilterOption configures NewRedisFilter.
+type FilterOption func(*filterConfig)
+
+type filterConfig struct{ prefix string }
+
+// defaultFilterPrefix starts the keys of a filter built without FilterPrefix.
+const defaultFilterPrefix = "bloom"
+
+// FilterPrefix replaces "bloom" at the start of the filter's keys: FilterPrefix("ns:bloom")
+// keeps the bitmap at ns:bloom:{<name>}, so deployments sharing a Redis keep their own filters.
+// It may not be empty or hold braces or spaces (its keys' hash tag is the name).
+func FilterPrefix(p string) FilterOption { return func(c *filterConfig) { c.prefix = p } }
+
 // NewRedisFilter returns a client for the filter name, sized for expected ids at false-positive
 // rate fpRate (0 < fpRate < 1). It does not touch Redis; every client of one filter must use the
 // same expected and fpRate (ErrParamsMismatch otherwise). Call Rebuild once to create the filter.
-func NewRedisFilter(rdb redis.UniversalClient, name string, expected uint, fpRate float64) (*RedisFilter, error) {
+func NewRedisFilter(rdb redis.UniversalClient, name string, expected uint, fpRate float64, opts ...FilterOption) (*RedisFilter, error) {
 	if rdb == nil {
 		return nil, errors.New("cache: bloom filter: nil Redis client")
 	}
 	if name == "" {
 		return nil, errors.New("cache: bloom filter: empty name")
+	}
+	cfg := filterConfig{prefix: defaultFilterPrefix}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.prefix == "" || strings.ContainsAny(cfg.prefix, "{} \t\r\n") {
+		return nil, fmt.Errorf("cache: bloom filter: invalid key prefix %q", cfg.prefix)
 	}
 	m, k, err := bloomParams(expected, fpRate)
 	if err != nil {
@@ -76,7 +97,7 @@ func NewRedisFilter(rdb redis.UniversalClient, name string, expected uint, fpRat
 	if m > maxRedisBits {
 		return nil, fmt.Errorf("cache: bloom filter %q: %d ids at rate %g need %d bits, a Redis bitmap holds at most 2^32: split the ids over several filters", name, expected, fpRate, m)
 	}
-	key := "bloom:{" + name + "}"
+	key := cfg.prefix + ":{" + name + "}"
 	return &RedisFilter{
 		rdb: rdb, name: name, expected: expected, fpRate: fpRate, m: m, k: k,
 		perCall: max(1, min(rebuildBatch, maxPositionsPerCall/int(k))),
@@ -85,7 +106,8 @@ func NewRedisFilter(rdb redis.UniversalClient, name string, expected uint, fpRat
 	}, nil
 }
 
-// Key is the filter's bitmap key, bloom:{<name>}; its other keys start with it.
+// Key is the filter's bitmap key, bloom:{<name>} (or <FilterPrefix>:{<name>}); its other keys
+// start with it.
 func (f *RedisFilter) Key() string { return f.keys[0] }
 
 // Test reports whether id may have been added (false: it certainly was not). On an error the

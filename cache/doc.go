@@ -60,6 +60,7 @@
 // Keys: values at <Prefix>:<Name>:{<id>}, leases at <…>:lease (same hash tag, so a value and
 // its lease share a Cluster slot), events on the channel <Prefix>:<Name>:events (one pub/sub
 // connection per client, shared by its caches), intents in the stream <Prefix>:<Name>:intents,
-// Bloom bitmaps at bloom:{<name>}. Every script is in the lua package. Metrics (NewMetrics)
-// are Prometheus collectors labelled by cache name.
+// Bloom bitmaps at bloom:{<name>}. To share one Redis between deployments, give each its own
+// Options.Prefix (e.g. <ns>:cache) and FilterPrefix (<ns>:bloom). Every script is in the lua
+// package. Metrics (NewMetrics) are Prometheus collectors labelled by cache name.
 package cache

@@ -88,8 +88,9 @@
 // prefix using the same block duration and skew. Persistence (AOF) is still wise: it keeps the
 // fence rare.
 //
-// Keys: id:<prefix>:<yyyymmdd> (UTC date), a hash {n: the last number reserved, since: the
-// fence (Unix seconds), run: the run_id of the Redis that counted last}, expiring 24 h (the
-// retention) after its day ends. A counter left as a plain string by an earlier version is
+// Keys: id:<prefix>:<yyyymmdd> (UTC date), or <ns>:id:<prefix>:<yyyymmdd> with WithNamespace(ns)
+// (deployments sharing a Redis), a hash {n: the last number reserved, since: the fence (Unix
+// seconds), run: the run_id of the Redis that counted last}, expiring 24 h (the retention)
+// after its day ends. A counter left as a plain string by an earlier version is
 // taken over (its count kept, fenced). Script: lua/idgen_next.lua (lua.ReserveIDs).
 package idgen

@@ -33,6 +33,7 @@ type config struct {
 	maxStep   int64
 	target    time.Duration
 	skew      time.Duration
+	namespace string // "" or "<ns>:", the start of every key
 	err       error
 }
 
@@ -125,6 +126,23 @@ func WithMaxClockSkew(d time.Duration) Option {
 			c.fail(fmt.Errorf("idgen: clock skew %v is negative", d))
 		}
 		c.skew = d
+	}
+}
+
+// WithNamespace puts every key of the generator under ns: <ns>:id:<prefix>:<yyyymmdd>, so that
+// deployments sharing one Redis keep their own counters. Without it (or with "") the keys are
+// id:<prefix>:<yyyymmdd>. ns follows the prefix's rules and may not start or end with a colon.
+func WithNamespace(ns string) Option {
+	return func(c *config) {
+		if ns == "" {
+			c.namespace = ""
+			return
+		}
+		if err := validPrefix(ns); err != nil || strings.HasPrefix(ns, ":") || strings.HasSuffix(ns, ":") {
+			c.fail(fmt.Errorf("%w: namespace %q", ErrInvalidPrefix, ns))
+			return
+		}
+		c.namespace = ns + ":"
 	}
 }
 
@@ -343,7 +361,7 @@ func (g *Generator) newDay(sec int64) *day {
 		num:      num,
 		start:    start,
 		end:      start + daySecs,
-		key:      "id:" + g.prefix + ":" + time.Unix(num*daySecs, 0).UTC().Format("20060102"),
+		key:      g.cfg.namespace + "id:" + g.prefix + ":" + time.Unix(num*daySecs, 0).UTC().Format("20060102"),
 		expireAt: (num+1)*daySecs + g.cfg.retention,
 	}
 }

@@ -35,11 +35,18 @@ const (
 	StrategySync Strategy = "sync"
 )
 
+// DefaultPrefix names the sale keys and locks when Options.Prefix is empty.
+const DefaultPrefix = "seckill"
+
 // Options configures a Service. Zero values take the defaults noted.
 type Options struct {
 	Strategy Strategy // StrategyLua
-	// Prefix starts every Redis key and lock name, so deployments can share a Redis.
-	// ("seckill")
+	// Namespace starts every Redis key of the service, so deployments can share a Redis: sale
+	// keys <ns>:<Prefix>:{<voucherId>}:…, locks <ns>:lock:{<Prefix>:<voucherId>}, order ids
+	// <ns>:id:order:<yyyymmdd>. No braces or spaces, no colon at either end. ("": the keys
+	// start with Prefix, "lock:" and "id:")
+	Namespace string
+	// Prefix names the sale keys and locks (within Namespace). ("seckill")
 	Prefix string
 	// Dialect is the database's ent dialect: "mysql" or "sqlite3". ("mysql")
 	Dialect   string
@@ -79,7 +86,7 @@ func (o *Options) setDefaults() {
 		o.Strategy = StrategyLua
 	}
 	if o.Prefix == "" {
-		o.Prefix = "seckill"
+		o.Prefix = DefaultPrefix
 	}
 	if o.Dialect == "" {
 		o.Dialect = "mysql"
@@ -168,6 +175,9 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 	if strings.ContainsAny(o.Prefix, "{} ") {
 		return nil, fmt.Errorf("seckill: invalid prefix %q", o.Prefix)
 	}
+	if strings.ContainsAny(o.Namespace, "{} ") || strings.HasPrefix(o.Namespace, ":") || strings.HasSuffix(o.Namespace, ":") {
+		return nil, fmt.Errorf("seckill: invalid namespace %q", o.Namespace)
+	}
 	switch o.Dialect {
 	case "mysql", "sqlite3":
 	default:
@@ -176,7 +186,7 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 	if o.StreamClient == nil {
 		o.StreamClient = rdb
 	}
-	ids, err := idgen.NewSegment(rdb, "order", idgen.WithClock(o.Clock))
+	ids, err := idgen.NewSegment(rdb, "order", idgen.WithClock(o.Clock), idgen.WithNamespace(o.Namespace))
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +197,7 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 		ids:  ids,
 		// A short lease: a consumer killed while holding a voucher's lock blocks that voucher's
 		// other consumers and rebuilds until the lease runs out.
-		locks: lock.New(rdb, lock.Options{WatchdogLease: 3 * time.Second}),
+		locks: lock.New(rdb, lock.Options{Prefix: inNamespace(o.Namespace, "lock"), WatchdogLease: 3 * time.Second}),
 		limit: newLimiter(o.RateLimit),
 		log:   o.Logger.With("component", "seckill"),
 		m:     newMetrics(o.Registerer),

@@ -43,7 +43,7 @@ Vouchers: -voucher, or every seckill voucher whose sale is on, to come, or ended
 -ended-within ago, plus every voucher registered in Redis.
 
 Redis and MySQL come from the same variables and flags as "surge serve" (SURGE_REDIS_ADDRS,
-SURGE_MYSQL_DSN, SURGE_SECKILL_PREFIX, ...); both must be real services.
+SURGE_MYSQL_DSN, SURGE_NAMESPACE, ...); both must be real services.
 Exit status: 0 every voucher OK (or fixed), 1 problems left, 2 usage or connection error.
 
 flags:`
@@ -51,7 +51,7 @@ flags:`
 // reconcileFlags are the flags the help lists; the other flags of serve are accepted and
 // have no effect here.
 var reconcileFlags = []string{"fix", "voucher", "json", "ended-within", "timeout",
-	"redis-addrs", "redis-password", "mysql-dsn", "seckill-prefix", "seckill-strategy"}
+	"redis-addrs", "redis-password", "mysql-dsn", "namespace", "seckill-strategy"}
 
 // reconcile runs "surge reconcile" and returns its exit code.
 func reconcile(args []string, stdout, stderr io.Writer, log *slog.Logger) int {
@@ -129,13 +129,13 @@ func reconcile(args []string, stdout, stderr io.Writer, log *slog.Logger) int {
 	}
 	if *jsonOut {
 		doc := struct {
-			OK       bool                    `json:"ok"`
-			Strategy string                  `json:"strategy"`
-			Prefix   string                  `json:"prefix"`
-			Fix      bool                    `json:"fix"`
-			Summary  summary                 `json:"summary"`
-			Vouchers []seckill.VoucherReport `json:"vouchers"`
-		}{sum.Problem == 0, cfg.SeckillStrategy, cfg.SeckillPrefix, *fix, sum, reports}
+			OK        bool                    `json:"ok"`
+			Strategy  string                  `json:"strategy"`
+			Namespace string                  `json:"namespace"`
+			Fix       bool                    `json:"fix"`
+			Summary   summary                 `json:"summary"`
+			Vouchers  []seckill.VoucherReport `json:"vouchers"`
+		}{sum.Problem == 0, cfg.SeckillStrategy, cfg.Namespace, *fix, sum, reports}
 		if doc.Vouchers == nil {
 			doc.Vouchers = []seckill.VoucherReport{}
 		}

@@ -62,9 +62,10 @@ func TestReconcileSubcommand(t *testing.T) {
 		for i := range 3 {
 			users = append(users, db.Ent.User.Create().SetPhone(testenv.Phone()[:10]+strconv.Itoa(i)).SetNickname("u").SaveX(ctx).ID)
 		}
-		prefix := "reconcile-cli" + testenv.Phone()
+		ns := "reconcile-cli" + testenv.Phone()
+		testenv.CleanupKeys(t, rdb, ns+":*")
 		svc, err := seckill.New(db.Ent, rdb, seckill.Options{
-			Prefix: prefix, Dialect: db.Dialect, RateLimit: seckill.RateLimit{PerSecond: -1},
+			Namespace: ns, Dialect: db.Dialect, RateLimit: seckill.RateLimit{PerSecond: -1},
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 		if err != nil {
@@ -84,7 +85,7 @@ func TestReconcileSubcommand(t *testing.T) {
 		if _, ok := rdb.(*redis.ClusterClient); ok {
 			addrs = strings.Join(testenv.ClusterAddrs(), ",")
 		}
-		env := []string{"SURGE_REDIS_ADDRS=" + addrs, "SURGE_MYSQL_DSN=" + dsn, "SURGE_SECKILL_PREFIX=" + prefix}
+		env := []string{"SURGE_REDIS_ADDRS=" + addrs, "SURGE_MYSQL_DSN=" + dsn, "SURGE_NAMESPACE=" + ns}
 		vid := strconv.Itoa(v)
 
 		// Agreement: the default selection (a fresh database) and -json.
@@ -113,7 +114,7 @@ func TestReconcileSubcommand(t *testing.T) {
 		}
 
 		// Redis stock altered: exit 1, reported; -fix repairs (exit 0, FIXED); then OK.
-		k := seckill.KeysOf(prefix, v)
+		k := seckill.KeysOf(seckill.KeyPrefix(ns, seckill.DefaultPrefix), v)
 		rdb.Set(ctx, k.Stock, 50, 0)
 		code, out, errOut = runReconcile(t, env, "-voucher", vid)
 		if code != 1 || !strings.Contains(out, "PROBLEM") || !strings.Contains(out, "Redis stock 50, expected 8") {
@@ -155,7 +156,7 @@ func TestReconcileSubcommand(t *testing.T) {
 			{"unknown flag", env, []string{"-nope"}, "-nope"},
 			{"stray argument", env, []string{vid}, "unexpected argument"},
 			{"Redis down", []string{"SURGE_REDIS_ADDRS=127.0.0.1:1", "SURGE_MYSQL_DSN=" + dsn}, nil, "Redis"},
-			{"bad seckill prefix", append(env[:2:2], "SURGE_SECKILL_PREFIX={x}"), nil, "prefix"},
+			{"bad namespace", append(env[:2:2], "SURGE_NAMESPACE={x}"), nil, "namespace"},
 		} {
 			code, out, errOut := runReconcile(t, c.env, c.args...)
 			if code != 2 || !strings.Contains(errOut, c.want) {
@@ -175,7 +176,7 @@ func TestReconcileHelp(t *testing.T) {
 		}
 	}
 	code, _, errOut := runReconcile(t, nil, "-h")
-	for _, f := range []string{"-fix", "-voucher", "-json", "-redis-addrs", "-mysql-dsn", "-seckill-prefix", "Exit status"} {
+	for _, f := range []string{"-fix", "-voucher", "-json", "-redis-addrs", "-mysql-dsn", "-namespace", "Exit status"} {
 		if code != 0 || !strings.Contains(errOut, f) {
 			t.Errorf("surge reconcile -h: exit %d, help lacks %s:\n%s", code, f, errOut)
 		}

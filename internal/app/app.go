@@ -41,6 +41,9 @@ type App struct {
 	Handler http.Handler
 	Log     *slog.Logger
 	Seeded  bool
+	// Deployment is the deployment's identity, kept in its database (store.DB.DeploymentID):
+	// sessions and login codes of another deployment are refused.
+	Deployment string
 
 	redisAddrs []string
 	closers    []func() error
@@ -65,11 +68,21 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 			a.Close()
 		}
 	}()
+	for _, w := range cfg.Warnings {
+		a.Log.Warn(w)
+	}
 	if cfg.Seed {
 		if a.Seeded, err = store.SeedDemo(ctx, a.DB.Ent, time.Now()); err != nil {
 			return nil, fmt.Errorf("seeding demo data: %w", err)
 		}
 	}
+	if a.Deployment, err = a.DB.DeploymentID(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.claimNamespace(ctx); err != nil {
+		return nil, err
+	}
+	registry := prometheus.NewRegistry()
 	sender := opts.CodeSender
 	if sender == nil {
 		sender = auth.LogSender{Logger: a.Log, Reveal: cfg.Dev()}
@@ -77,10 +90,10 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	sessions := autopipe.New(a.Redis, 2, 256)
 	a.closers = append(a.closers, func() error { sessions.Close(); return nil })
 	a.Auth = auth.New(a.Redis, a.DB.Ent, auth.Options{Pipe: sessions, AdminPhones: cfg.AdminPhones, DevMode: cfg.Dev(), Sender: sender,
-		SendsPerClient: cfg.LoginSendRateIP, SendsGlobal: cfg.LoginSendRateGlobal})
-	registry := prometheus.NewRegistry()
+		SendsPerClient: cfg.LoginSendRateIP, SendsGlobal: cfg.LoginSendRateGlobal,
+		Namespace: cfg.Namespace, Deployment: a.Deployment, Logger: a.Log, Registerer: registry})
 	a.Catalog, err = catalog.New(ctx, a.DB.Ent, a.Redis, catalog.CacheOptions{
-		Prefix: cfg.CachePrefix, Metrics: cache.NewMetrics(registry), Logger: a.Log,
+		Namespace: cfg.Namespace, Metrics: cache.NewMetrics(registry), Logger: a.Log,
 	})
 	if err != nil {
 		return nil, err
@@ -151,18 +164,40 @@ func open(ctx context.Context, cfg Config, opts Options, migrate bool) (_ *App, 
 	return a, nil
 }
 
-// SeckillOptions are the seckill.Options of cfg (strategy, key prefix, rate limit, claim idle,
-// dialect),
-// for a seckill.Service on a's database and Redis.
+// SeckillOptions are the seckill.Options of cfg (strategy, namespace, rate limit, claim idle,
+// dialect), for a seckill.Service on a's database and Redis.
 func (a *App) SeckillOptions() seckill.Options {
 	return seckill.Options{
 		Strategy:  seckill.Strategy(a.Config.SeckillStrategy),
-		Prefix:    a.Config.SeckillPrefix,
+		Namespace: a.Config.Namespace,
 		Dialect:   a.DB.Dialect,
 		RateLimit: seckill.RateLimit{PerSecond: a.Config.SeckillRate, Burst: int(2 * a.Config.SeckillRate)},
 		ClaimIdle: a.Config.SeckillClaimIdle,
 		Logger:    a.Log,
 	}
+}
+
+// deploymentKey names the deployment that writes under the namespace.
+const deploymentKey = "deployment"
+
+// claimNamespace records this deployment under its namespace, or finds another's there: two
+// deployments (two databases) under one namespace share caches, sale state, locks and ids,
+// which nothing can make safe; only their sessions and codes stay apart. That is logged at
+// ERROR at every start until one of them moves.
+func (a *App) claimNamespace(ctx context.Context) error {
+	key := a.Config.Namespace + ":" + deploymentKey
+	if err := a.Redis.SetNX(ctx, key, a.Deployment, 0).Err(); err != nil {
+		return fmt.Errorf("recording the deployment in Redis: %w", err)
+	}
+	owner, err := a.Redis.Get(ctx, key).Result()
+	if err != nil {
+		return fmt.Errorf("reading the namespace's deployment: %w", err)
+	}
+	if owner != a.Deployment {
+		a.Log.Error("another deployment (another database) uses this namespace: caches, flash-sale state, locks and ids collide; give each deployment its own SURGE_NAMESPACE (if the other is gone for good, delete the key)",
+			"namespace", a.Config.Namespace, "key", key, "deployment", a.Deployment, "other", owner)
+	}
+	return nil
 }
 
 // startSeckill creates the seckill service, warms the vouchers on sale and starts the order

@@ -7,9 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/surgekit/surge/internal/auth"
 	"github.com/surgekit/surge/internal/store"
+	"github.com/surgekit/surge/seckill"
 )
 
 // Config is the server configuration. Every field has an environment variable and a flag of
@@ -59,7 +61,14 @@ type Config struct {
 	// SURGE_WS_MAX_CONNECTIONS_PER_IP, -ws-max-connections-per-ip (50): the WebSocket
 	// connections one client address may hold open.
 	WSMaxSubscriptions, WSMaxConnectionsPerIP int
-	CachePrefix                               string // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
+	// Namespace is SURGE_NAMESPACE, -namespace ("surge"): the start of every Redis key and
+	// channel the deployment writes (<ns>:login:…, <ns>:cache:…, <ns>:bloom:…, <ns>:seckill:…,
+	// <ns>:lock:…, <ns>:id:…), so that deployments can share one Redis. Every server of one
+	// deployment uses the same; no braces or spaces, no colon at either end.
+	Namespace string
+	// Warnings are configuration problems that do not stop the server (deprecated variables);
+	// the server logs them at start.
+	Warnings []string
 	// SeckillStrategy is SURGE_SECKILL_STRATEGY, -seckill-strategy: "lua" (Redis admission,
 	// asynchronous orders; default) or "sync" (one database transaction per grab).
 	SeckillStrategy string
@@ -69,9 +78,6 @@ type Config struct {
 	// SeckillConsumer is SURGE_SECKILL_CONSUMER, -seckill-consumer: run the order stream
 	// consumer in this process (true).
 	SeckillConsumer bool
-	// SeckillPrefix is SURGE_SECKILL_PREFIX, -seckill-prefix ("seckill"): namespace of the
-	// seckill keys and locks.
-	SeckillPrefix string
 	// SeckillClaimIdle is SURGE_SECKILL_CLAIM_IDLE, -seckill-claim-idle (30s): how long an
 	// admitted order stays pending with a consumer before another consumer takes it over (the
 	// first is presumed dead). Shorter recovers faster from a crashed consumer; it should stay
@@ -141,19 +147,18 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	wsSubs := fs.Int("ws-max-subscriptions", envInt(getenv, "SURGE_WS_MAX_SUBSCRIPTIONS", 10), "subscriptions one WebSocket connection may run at once (SURGE_WS_MAX_SUBSCRIPTIONS)")
 	wsConns := fs.Int("ws-max-connections-per-ip", envInt(getenv, "SURGE_WS_MAX_CONNECTIONS_PER_IP", 50), "WebSocket connections one client address may hold open (SURGE_WS_MAX_CONNECTIONS_PER_IP)")
 	readTimeout := fs.Duration("read-timeout", envDuration(getenv, "SURGE_READ_TIMEOUT", 10*time.Second), "how long a client may take to send one request (SURGE_READ_TIMEOUT)")
-	cachePrefix := fs.String("cache-prefix", env("SURGE_CACHE_PREFIX", "cache"), "prefix of cache keys, to share one Redis between deployments (SURGE_CACHE_PREFIX)")
+	namespace := fs.String("namespace", env("SURGE_NAMESPACE", ""), `start of every Redis key, so deployments can share one Redis (SURGE_NAMESPACE; default "surge")`)
 	strategy := fs.String("seckill-strategy", env("SURGE_SECKILL_STRATEGY", "lua"), `seckill strategy: "lua" or "sync" (SURGE_SECKILL_STRATEGY)`)
 	rate := fs.Float64("seckill-rate", envFloat(getenv, "SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
 	consumer := fs.String("seckill-consumer", env("SURGE_SECKILL_CONSUMER", ""), "run the order stream consumer in this process: true/false (SURGE_SECKILL_CONSUMER; default true)")
-	seckillPrefix := fs.String("seckill-prefix", env("SURGE_SECKILL_PREFIX", "seckill"), "prefix of seckill keys, to share one Redis between deployments (SURGE_SECKILL_PREFIX)")
 	claimIdle := fs.Duration("seckill-claim-idle", envDuration(getenv, "SURGE_SECKILL_CLAIM_IDLE", 30*time.Second), "how long an admitted order stays pending with a consumer before another one takes it over (SURGE_SECKILL_CLAIM_IDLE)")
 	stockThrottle := fs.Duration("stock-throttle", envDuration(getenv, "SURGE_STOCK_THROTTLE", 200*time.Millisecond), "least time between two voucherStock subscription messages to one subscriber; 0 sends every change (SURGE_STOCK_THROTTLE)")
 	return func() (Config, error) {
 		c := Config{
 			Addr: *addr, DataDir: *dataDir, RedisAddrs: splitList(*redisAddrs), RedisPassword: *redisPassword,
 			MySQLDSN: *dsn, MySQLMaxConns: *mysqlMaxConns, RedisPoolSize: *redisPoolSize, Mode: *mode, AdminPhones: splitList(*admins),
-			MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, CachePrefix: *cachePrefix, ShutdownGrace: 15 * time.Second,
-			SeckillStrategy: *strategy, SeckillRate: *rate, SeckillPrefix: *seckillPrefix, StockThrottle: *stockThrottle,
+			MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, ShutdownGrace: 15 * time.Second,
+			SeckillStrategy: *strategy, SeckillRate: *rate, StockThrottle: *stockThrottle,
 			SeckillClaimIdle: *claimIdle,
 			MaxTokens:        *maxTokens, MaxNesting: *maxNesting, MaxFields: *maxFields,
 			RequestTimeout: *requestTimeout, ReadTimeout: *readTimeout,
@@ -203,11 +208,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		if len(c.AdminPhones) == 0 && c.Dev() {
 			c.AdminPhones = []string{DevAdminPhone}
 		}
-		if c.CachePrefix == "" || strings.ContainsAny(c.CachePrefix, "{} ") {
-			return Config{}, fmt.Errorf("invalid cache prefix %q", c.CachePrefix)
-		}
-		if c.SeckillPrefix == "" || strings.ContainsAny(c.SeckillPrefix, "{} ") {
-			return Config{}, fmt.Errorf("invalid seckill prefix %q", c.SeckillPrefix)
+		c.Namespace, c.Warnings = namespaceOf(*namespace, getenv)
+		if err := validNamespace(c.Namespace); err != nil {
+			return Config{}, err
 		}
 		if c.MaxComplexity <= 0 || c.MaxDepth <= 0 || c.MaxTokens <= 0 || c.MaxNesting <= 0 || c.MaxFields <= 0 {
 			return Config{}, fmt.Errorf("max-complexity, max-depth, max-tokens, max-nesting and max-fields must be positive")
@@ -220,6 +223,55 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		}
 		return c, nil
 	}
+}
+
+// DefaultNamespace starts every key of a deployment that sets no SURGE_NAMESPACE.
+const DefaultNamespace = "surge"
+
+// maxNamespaceLen keeps keys short: the namespace is repeated in every key.
+const maxNamespaceLen = 64
+
+// Variables of the per-part prefixes that SURGE_NAMESPACE replaced. Deployments kept apart by
+// them stay apart: the first one set becomes the namespace, with a warning.
+var deprecatedPrefixVars = []string{"SURGE_SECKILL_PREFIX", "SURGE_CACHE_PREFIX"}
+
+// namespaceOf is the namespace given (flag or SURGE_NAMESPACE), else the first deprecated
+// prefix set, else DefaultNamespace; with a warning for each deprecated variable set.
+func namespaceOf(given string, getenv func(string) string) (ns string, warnings []string) {
+	ns = strings.TrimSpace(given)
+	for _, k := range deprecatedPrefixVars {
+		old := strings.TrimSpace(getenv(k))
+		if old == "" {
+			continue
+		}
+		if ns == "" {
+			ns = old
+			warnings = append(warnings, fmt.Sprintf("%s is deprecated: every key now starts with SURGE_NAMESPACE, taken from it (%q); set SURGE_NAMESPACE instead", k, old))
+			continue
+		}
+		warnings = append(warnings, fmt.Sprintf("%s is deprecated and ignored: every key starts with SURGE_NAMESPACE (%q)", k, ns))
+	}
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	return ns, warnings
+}
+
+// validNamespace refuses what would break keys: braces would make a hash tag of part of it,
+// spaces and control characters are unreadable in redis-cli, and a colon at either end would
+// give keys an empty segment.
+func validNamespace(ns string) error {
+	bad := strings.ContainsFunc(ns, func(r rune) bool { return r == '{' || r == '}' || unicode.IsSpace(r) || unicode.IsControl(r) })
+	if bad || len(ns) > maxNamespaceLen || strings.HasPrefix(ns, ":") || strings.HasSuffix(ns, ":") {
+		return fmt.Errorf("invalid namespace %q: at most %d characters, no braces, spaces or control characters, no colon at either end", ns, maxNamespaceLen)
+	}
+	return nil
+}
+
+// SeckillKeyPrefix is the start of a voucher's sale keys in this deployment (seckill.KeysOf's
+// prefix): <namespace>:seckill.
+func (c Config) SeckillKeyPrefix() string {
+	return seckill.KeyPrefix(c.Namespace, seckill.DefaultPrefix)
 }
 
 // Default login code send rates of a production server: a client may log in a few phones an

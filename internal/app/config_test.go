@@ -2,6 +2,7 @@ package app
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,46 @@ func TestParseConfigPools(t *testing.T) {
 		if _, err := ParseConfig(nil, envOf(bad)); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
+	}
+}
+
+// One namespace starts every key (issue 12, item 1): "surge" by default, validated, and the
+// old per-part prefixes still separate deployments (as the namespace), with a warning.
+func TestParseConfigNamespace(t *testing.T) {
+	c, err := ParseConfig(nil, envOf(nil))
+	if err != nil || c.Namespace != "surge" || len(c.Warnings) != 0 {
+		t.Fatalf("default namespace %q, warnings %v, %v", c.Namespace, c.Warnings, err)
+	}
+	c, err = ParseConfig([]string{"-namespace", "prod-eu"}, envOf(map[string]string{"SURGE_NAMESPACE": "x"}))
+	if err != nil || c.Namespace != "prod-eu" {
+		t.Fatalf("-namespace: %q %v", c.Namespace, err)
+	}
+	if c.SeckillKeyPrefix() != "prod-eu:seckill" {
+		t.Fatalf("seckill key prefix %q", c.SeckillKeyPrefix())
+	}
+	for _, bad := range []string{"a{b", "b}", "a b", ":a", "a:", "tab\tx", strings.Repeat("n", 65)} {
+		if _, err := ParseConfig(nil, envOf(map[string]string{"SURGE_NAMESPACE": bad})); err == nil {
+			t.Errorf("namespace %q accepted", bad)
+		}
+	}
+	if _, err := ParseConfig([]string{"-namespace", "a:b.c-d_e"}, envOf(nil)); err != nil {
+		t.Errorf("inner colons refused: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		env  map[string]string
+		want string
+	}{
+		"seckill prefix":    {map[string]string{"SURGE_SECKILL_PREFIX": "blue"}, "blue"},
+		"cache prefix":      {map[string]string{"SURGE_CACHE_PREFIX": "green"}, "green"},
+		"both":              {map[string]string{"SURGE_SECKILL_PREFIX": "blue", "SURGE_CACHE_PREFIX": "green"}, "blue"},
+		"namespace as well": {map[string]string{"SURGE_SECKILL_PREFIX": "blue", "SURGE_NAMESPACE": "red"}, "red"},
+	} {
+		c, err := ParseConfig(nil, envOf(tc.env))
+		if err != nil || c.Namespace != tc.want || len(c.Warnings) == 0 {
+			t.Errorf("%s: namespace %q, warnings %v, %v; want %q and a deprecation warning", name, c.Namespace, c.Warnings, err, tc.want)
+		}
+	}
+	if _, err := ParseConfig(nil, envOf(map[string]string{"SURGE_SECKILL_PREFIX": "a b"})); err == nil {
+		t.Error("an invalid old prefix accepted as the namespace")
 	}
 }

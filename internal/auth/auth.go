@@ -7,16 +7,22 @@
 // and server-wide by fixed windows. Wrong guesses lock the code, not the phone: a new code
 // unlocks.
 //
-// Redis keys (the phone is the hash tag, so each script's keys share a Cluster slot):
+// Redis keys, each under "<Options.Namespace>:" (the phone is the hash tag, so each script's
+// keys share a Cluster slot):
 //
-//	login:code:{<phone>}          hash {code, tries}, TTL CodeTTL
+//	login:code:{<phone>}          hash {code, tries, deployment}, TTL CodeTTL
 //	login:send:{<phone>}:gap      send cooldown marker, TTL the current cooldown
 //	login:send:{<phone>}:streak   sends of the current streak, TTL StreakWindow (slides)
 //	login:send:client:{<address>} sends from one client address in the window, TTL its window
-//	login:send:all                sends server-wide in the window, TTL its window
-//	login:token:<sha256(token)>   session hash {id, phone, nickname, icon, role}, TTL SessionTTL
+//	login:send:all                sends of the deployment in the window, TTL its window
+//	login:token:<sha256(token)>   session hash {id, phone, nickname, icon, role, deployment}, TTL SessionTTL
 //
 // The token itself is never stored: a Redis dump does not hand out live sessions.
+//
+// Codes and sessions record the deployment that minted them (Options.Deployment), and are
+// refused by any other: two deployments given the same namespace by mistake share these keys,
+// yet one's token or code never logs anyone in on the other. A refusal is "no session" or "no
+// valid code" to the client, a WARN line and surge_auth_foreign_refused_total{kind} here.
 package auth
 
 import (
@@ -33,6 +39,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/ent"
@@ -100,6 +107,14 @@ type Options struct {
 	// Pipe, when set, sends the session lookups of concurrent requests in shared pipelines
 	// (one round trip for many requests under load). nil: one round trip per request.
 	Pipe *autopipe.Pipeliner
+	// Namespace starts every key ("<ns>:login:…"), so deployments can share a Redis. ("": keys
+	// start with "login:")
+	Namespace string
+	// Deployment identifies the deployment minting codes and sessions; those of another
+	// deployment are refused. Every server of a deployment must share it. ("": unnamed)
+	Deployment string
+	Logger     *slog.Logger          // WARN lines for refused foreign codes and sessions (slog.Default)
+	Registerer prometheus.Registerer // receives surge_auth_foreign_refused_total (none)
 }
 
 func (o *Options) setDefaults() {
@@ -127,14 +142,19 @@ func (o *Options) setDefaults() {
 	if o.Sender == nil {
 		o.Sender = LogSender{}
 	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
 }
 
 // Service issues codes, logs users in and resolves tokens to sessions.
 type Service struct {
-	rdb    redis.UniversalClient
-	db     *ent.Client
-	opts   Options
-	admins map[string]bool
+	rdb     redis.UniversalClient
+	db      *ent.Client
+	opts    Options
+	admins  map[string]bool
+	keys    Keyspace
+	foreign *prometheus.CounterVec // refusals of another deployment's code or session
 }
 
 // New returns a Service. rdb may be a single node or a Cluster client.
@@ -144,7 +164,8 @@ func New(rdb redis.UniversalClient, db *ent.Client, opts Options) *Service {
 	for _, p := range opts.AdminPhones {
 		admins[strings.TrimSpace(p)] = true
 	}
-	return &Service{rdb: rdb, db: db, opts: opts, admins: admins}
+	return &Service{rdb: rdb, db: db, opts: opts, admins: admins,
+		keys: KeysIn(opts.Namespace), foreign: newForeignCounter(opts.Registerer)}
 }
 
 // Options returns the effective options (defaults filled in).
@@ -178,10 +199,10 @@ func (s *Service) SendCode(ctx context.Context, phone string) (*SentCode, error)
 	if err != nil {
 		return nil, err
 	}
-	keys := PhoneKeys(phone)
+	keys := s.PhoneKeys(phone)
 	res, err := lua.LoginSendCode.Run(ctx, s.rdb, keys, code,
 		s.opts.CodeTTL.Milliseconds(), s.opts.SendInterval.Milliseconds(), s.opts.MaxSendInterval.Milliseconds(),
-		s.opts.FreeSends, s.opts.StreakWindow.Milliseconds()).Int64Slice()
+		s.opts.FreeSends, s.opts.StreakWindow.Milliseconds(), s.opts.Deployment).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("auth: storing login code: %w", err)
 	}
@@ -209,12 +230,12 @@ const sendInCooldown = -1
 // checkSendRates counts this send against the client's and the server-wide windows.
 func (s *Service) checkSendRates(ctx context.Context) error {
 	if addr := ClientAddress(ctx); addr != "" && !s.opts.SendsPerClient.Off() {
-		if err := s.countSend(ctx, clientSendKey(addr), s.opts.SendsPerClient, "from this address"); err != nil {
+		if err := s.countSend(ctx, s.keys.clientSends(addr), s.opts.SendsPerClient, "from this address"); err != nil {
 			return err
 		}
 	}
 	if !s.opts.SendsGlobal.Off() {
-		return s.countSend(ctx, globalSendKey, s.opts.SendsGlobal, "server-wide: the service is busy")
+		return s.countSend(ctx, s.keys.allSends(), s.opts.SendsGlobal, "server-wide: the service is busy")
 	}
 	return nil
 }
@@ -244,17 +265,23 @@ func (s *Service) Login(ctx context.Context, phone, code string) (string, *ent.U
 	if len(code) != 6 || strings.Trim(code, "0123456789") != "" {
 		return "", nil, apperr.Invalid("code", "invalid code: expected 6 digits")
 	}
-	res, err := lua.LoginVerifyCode.Run(ctx, s.rdb, []string{codeKey(phone)}, code, s.opts.MaxTries).Int64()
+	res, err := lua.LoginVerifyCode.Run(ctx, s.rdb, []string{s.keys.code(phone)}, code, s.opts.MaxTries, s.opts.Deployment).Int64()
 	if err != nil {
 		return "", nil, fmt.Errorf("auth: checking login code: %w", err)
 	}
 	switch res {
-	case 0:
+	case codeWrong:
 		return "", nil, apperr.Invalid("code", "wrong code")
-	case -1:
+	case codeForeign:
+		s.refuseForeign(ctx, kindCode, "phone", MaskPhone(phone))
+		fallthrough // the client learns nothing about the other deployment
+	case codeMissing:
 		return "", nil, apperr.Invalid("code", "no valid code for this phone: request a new one")
-	case -2:
+	case codeLocked:
 		return "", nil, apperr.Invalid("code", "too many wrong tries: request a new code")
+	case codeRight:
+	default:
+		return "", nil, fmt.Errorf("auth: checking login code: unexpected reply %d", res)
 	}
 	u, err := s.upsertUser(ctx, phone)
 	if err != nil {
@@ -264,10 +291,11 @@ func (s *Service) Login(ctx context.Context, phone, code string) (string, *ent.U
 	if err != nil {
 		return "", nil, err
 	}
-	key := SessionKey(token)
+	key := s.SessionKey(token)
 	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, key, map[string]any{
 			"id": u.ID, "phone": u.Phone, "nickname": u.Nickname, "icon": u.Icon, "role": string(u.Role),
+			deploymentField: s.opts.Deployment,
 		})
 		p.PExpire(ctx, key, s.opts.SessionTTL)
 		return nil
@@ -325,7 +353,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Session, err
 	if !plausibleToken(token) {
 		return nil, nil
 	}
-	key := SessionKey(token)
+	key := s.SessionKey(token)
 	var get *redis.MapStringStringCmd
 	var err error
 	add := func(p redis.Pipeliner) {
@@ -347,6 +375,10 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Session, err
 	if len(m) == 0 || err != nil {
 		return nil, nil
 	}
+	if m[deploymentField] != s.opts.Deployment {
+		s.refuseForeign(ctx, kindSession, "minted_by", m[deploymentField])
+		return nil, nil
+	}
 	return &Session{UserID: id, Phone: m["phone"], Nickname: m["nickname"], Icon: m["icon"], Role: user.Role(m["role"])}, nil
 }
 
@@ -355,7 +387,7 @@ func (s *Service) Logout(ctx context.Context, token string) (bool, error) {
 	if !plausibleToken(token) {
 		return false, nil
 	}
-	n, err := s.rdb.Del(ctx, SessionKey(token)).Result()
+	n, err := s.rdb.Del(ctx, s.SessionKey(token)).Result()
 	if err != nil {
 		return false, fmt.Errorf("auth: deleting session: %w", err)
 	}
@@ -364,10 +396,48 @@ func (s *Service) Logout(ctx context.Context, token string) (bool, error) {
 
 // SessionTTL returns the remaining lifetime of token's session (for tests and diagnostics).
 func (s *Service) SessionTTL(ctx context.Context, token string) (time.Duration, error) {
-	return s.rdb.PTTL(ctx, SessionKey(token)).Result()
+	return s.rdb.PTTL(ctx, s.SessionKey(token)).Result()
 }
 
-func codeKey(phone string) string { return "login:code:{" + phone + "}" }
+// Replies of login_verify_code.lua.
+const (
+	codeRight   = 1
+	codeWrong   = 0
+	codeMissing = -1 // never sent, or expired
+	codeLocked  = -2 // too many wrong tries
+	codeForeign = -3 // sent by another deployment
+)
+
+// deploymentField names the deployment that minted a code or a session, in its hash.
+const deploymentField = "deployment"
+
+// Kinds of foreign credentials, the label of surge_auth_foreign_refused_total.
+const (
+	kindCode    = "code"
+	kindSession = "session"
+)
+
+func newForeignCounter(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "surge_auth_foreign_refused_total",
+		Help: "Login codes and sessions refused because another deployment minted them (two deployments under one namespace).",
+	}, []string{"kind"})
+	for _, k := range []string{kindCode, kindSession} {
+		c.WithLabelValues(k) // both series exist from the start, at 0
+	}
+	if reg != nil {
+		reg.MustRegister(c)
+	}
+	return c
+}
+
+// refuseForeign counts and logs a code or session of another deployment: a sign that two
+// deployments share a namespace, or that someone tries one deployment's credentials on another.
+func (s *Service) refuseForeign(ctx context.Context, kind string, attrs ...any) {
+	s.foreign.WithLabelValues(kind).Inc()
+	s.opts.Logger.WarnContext(ctx, "refused a login "+kind+" of another deployment: give each deployment its own SURGE_NAMESPACE",
+		append([]any{"deployment", s.opts.Deployment}, attrs...)...)
+}
 
 // Indexes of PhoneKeys.
 const (
@@ -377,22 +447,41 @@ const (
 )
 
 // PhoneKeys are the Redis keys the login flow keeps per phone: the code, the cooldown marker
-// and the streak's send count, in that order (login_send_code.lua's KEYS; tools that clean up
-// after simulated users use them too, as surge bench seckill does).
-func PhoneKeys(phone string) []string {
-	return []string{codeKey(phone), "login:send:{" + phone + "}:gap", "login:send:{" + phone + "}:streak"}
-}
-
-// Send windows per client address and server-wide.
-const globalSendKey = "login:send:all"
-
-func clientSendKey(addr string) string { return "login:send:client:{" + addr + "}" }
+// and the streak's send count, in that order (login_send_code.lua's KEYS).
+func (s *Service) PhoneKeys(phone string) []string { return s.keys.Phone(phone) }
 
 // SessionKey is the Redis key of token's session: a SHA-256 of the token, never the token.
-func SessionKey(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return "login:token:" + hex.EncodeToString(sum[:])
+func (s *Service) SessionKey(token string) string { return s.keys.Session(token) }
+
+// Keyspace names the login keys of one namespace, for the Service and for tools that clean up
+// after simulated users (surge bench seckill).
+type Keyspace struct{ prefix string } // "login:" or "<ns>:login:"
+
+// KeysIn returns the login keys under namespace ("": the keys start with "login:").
+func KeysIn(namespace string) Keyspace {
+	if namespace == "" {
+		return Keyspace{prefix: "login:"}
+	}
+	return Keyspace{prefix: namespace + ":login:"}
 }
+
+// Phone returns the keys kept per phone: the code, the cooldown marker, the streak's count.
+func (k Keyspace) Phone(phone string) []string {
+	send := k.prefix + "send:{" + phone + "}:"
+	return []string{k.code(phone), send + "gap", send + "streak"}
+}
+
+// Session returns the key of token's session: a SHA-256 of the token, never the token.
+func (k Keyspace) Session(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return k.prefix + "token:" + hex.EncodeToString(sum[:])
+}
+
+func (k Keyspace) code(phone string) string { return k.prefix + "code:{" + phone + "}" }
+
+// Send windows per client address and of the whole deployment (its namespace).
+func (k Keyspace) allSends() string               { return k.prefix + "send:all" }
+func (k Keyspace) clientSends(addr string) string { return k.prefix + "send:client:{" + addr + "}" }
 
 const tokenBytes = 32 // 256 bits of randomness
 

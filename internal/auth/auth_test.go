@@ -114,7 +114,7 @@ func testSendCooldownEscalates(t *testing.T, rdb redis.UniversalClient) {
 	base := 40 * time.Millisecond
 	svc, _, _ := newService(t, rdb, auth.Options{SendInterval: base, FreeSends: 2, MaxSendInterval: 4 * base})
 	phone := testenv.Phone()
-	t.Cleanup(func() { rdb.Del(context.Background(), auth.PhoneKeys(phone)...) })
+	t.Cleanup(func() { rdb.Del(context.Background(), svc.PhoneKeys(phone)...) })
 	for i, want := range []time.Duration{base, base, 2 * base, 4 * base, 4 * base, 4 * base} {
 		sent, err := svc.SendCode(ctx, phone)
 		if err != nil {
@@ -315,7 +315,7 @@ func testLoginSessionLifecycle(t *testing.T, rdb redis.UniversalClient) {
 	if ttl < 29*time.Minute {
 		t.Fatalf("fresh session TTL = %v", ttl)
 	}
-	key := auth.SessionKey(token)
+	key := svc.SessionKey(token)
 	if rdb.Exists(ctx, token).Val() != 0 || rdb.Exists(ctx, key).Val() != 1 {
 		t.Fatal("the session must be stored under the token's hash, not the token")
 	}

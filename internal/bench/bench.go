@@ -11,7 +11,7 @@
 //	drain              the order stream consumer into MySQL next to raw multi-value INSERTs
 //
 // seckill and drain take the server's configuration (app.ConfigFlags: SURGE_REDIS_ADDRS,
-// SURGE_MYSQL_DSN, SURGE_SECKILL_PREFIX, ... and the same flags) instead of -redis-addrs alone.
+// SURGE_MYSQL_DSN, SURGE_NAMESPACE, ... and the same flags) instead of -redis-addrs alone.
 //
 // Every scenario prints a short human summary and, as its last stdout line, one JSON object with
 // its figures. It works in keys of its own (a random run id in every key) and deletes them all

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +40,7 @@ type DrainResult struct {
 	Scenario  string `json:"scenario"`
 	Redis     string `json:"redis"`
 	Run       string `json:"run"`
-	Prefix    string `json:"seckill_prefix"`
+	Namespace string `json:"namespace"`
 	Orders    int    `json:"orders"`
 	Batch     int    `json:"batch"`
 	VoucherID int    `json:"voucher_id"`
@@ -100,7 +99,7 @@ func runDrain(ctx context.Context, args []string, out *output) error {
 	defer cancel()
 	began := time.Now()
 	run := runID()
-	res := DrainResult{Scenario: "drain", Redis: strings.Join(cfg.RedisAddrs, ","), Run: run, Prefix: cfg.SeckillPrefix, Orders: *n}
+	res := DrainResult{Scenario: "drain", Redis: strings.Join(cfg.RedisAddrs, ","), Run: run, Namespace: cfg.Namespace, Orders: *n}
 
 	cfg.Mode, cfg.Seed, cfg.SeckillConsumer = "production", false, false
 	log := slog.New(slog.NewTextHandler(out.errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -127,10 +126,7 @@ func runDrain(ctx context.Context, args []string, out *output) error {
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer ccancel()
 		if vid > 0 {
-			k := seckill.KeysOf(cfg.SeckillPrefix, vid)
-			lk := "lock:{" + cfg.SeckillPrefix + ":" + strconv.Itoa(vid) + "}"
-			_ = unlink(cctx, a.Redis, k.Meta, k.Stock, k.Buyers, k.Orders, k.Dead, lk, lk+":fence")
-			a.Redis.ZRem(cctx, cfg.SeckillPrefix+":vouchers", strconv.Itoa(vid))
+			_ = dropSale(cctx, a.Redis, cfg, vid)
 			_, _ = db.ExecContext(cctx, "DELETE FROM tb_voucher_order WHERE voucher_id = ?", vid)
 			_, _ = db.ExecContext(cctx, "DELETE FROM vouchers WHERE id = ?", vid)
 		}
@@ -222,7 +218,7 @@ func runDrain(ctx context.Context, args []string, out *output) error {
 	out.printf("  raw 500-row INSERTs (before): %.0f rows/s\n", res.RawBeforeRowsPS)
 
 	// Fill the stream through the admission script.
-	k := seckill.KeysOf(cfg.SeckillPrefix, vid)
+	k := seckill.KeysOf(cfg.SeckillKeyPrefix(), vid)
 	keys := []string{k.Meta, k.Stock, k.Buyers, k.Orders}
 	if err := lua.SeckillGrab.Load(ctx, a.Redis).Err(); err != nil {
 		return err

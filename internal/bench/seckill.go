@@ -36,7 +36,7 @@ absorbs the surge, as when the consumers run elsewhere or fall behind).
 -target sends GraphQL over HTTP (sendLoginCode/login, createVoucher as -admin-phone or
 -admin-token, seckillVoucher) round-robin over the URLs; the servers must run in dev mode
 (SURGE_MODE=dev) so sendLoginCode returns the code. To verify, the tool reads Redis and MySQL
-itself: give it the servers' SURGE_REDIS_ADDRS, SURGE_MYSQL_DSN and SURGE_SECKILL_PREFIX (or
+itself: give it the servers' SURGE_REDIS_ADDRS, SURGE_MYSQL_DSN and SURGE_NAMESPACE (or
 the flags); -no-verify skips that.
 
 After the grabs it waits for the order stream to drain (-drain-timeout), then checks: orders in
@@ -107,7 +107,7 @@ type SeckillResult struct {
 	Database    string   `json:"database"`
 	Strategy    string   `json:"strategy"`
 	Consumer    string   `json:"consumer"` // during (the grabs), after (-consume-after) or servers
-	Prefix      string   `json:"seckill_prefix"`
+	Namespace   string   `json:"namespace"`
 	Run         string   `json:"run"`
 	Users       int      `json:"users"`
 	Attempts    int      `json:"attempts"`
@@ -225,7 +225,7 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 	began := time.Now()
 	run := runID()
 	res := &SeckillResult{Scenario: "seckill", Run: run, Users: o.users, Attempts: o.attempts, Concurrency: o.concurrency,
-		Stock: o.stock, Strategy: cfg.SeckillStrategy, Prefix: cfg.SeckillPrefix, SeriesStepMS: 100}
+		Stock: o.stock, Strategy: cfg.SeckillStrategy, Namespace: cfg.Namespace, SeriesStepMS: 100}
 
 	var tg seckillTarget
 	if o.inprocess {

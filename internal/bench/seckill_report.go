@@ -16,7 +16,7 @@ import (
 func writeReport(path string, res *SeckillResult, ld *load) error {
 	cfg, _ := json.MarshalIndent(map[string]any{
 		"mode": res.Mode, "targets": res.Targets, "redis": res.Redis, "database": res.Database, "strategy": res.Strategy, "consumer": res.Consumer,
-		"prefix": res.Prefix, "users": res.Users, "attempts": res.Attempts, "concurrency": res.Concurrency,
+		"namespace": res.Namespace, "users": res.Users, "attempts": res.Attempts, "concurrency": res.Concurrency,
 		"stock": res.Stock, "voucher": res.VoucherID, "run": res.Run,
 	}, "", "  ")
 	oc := res.Outcomes.list()

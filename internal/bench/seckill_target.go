@@ -50,10 +50,20 @@ type stateAccess struct {
 	rdb       redis.UniversalClient
 	db        *sql.DB
 	dialect   string
-	prefix    string
+	prefix    string // the sale keys' (seckill.KeysOf)
+	logins    auth.Keyspace
 	lua       bool
 	realRedis bool // a real Redis (redis-benchmark can reach it), not the embedded one
 	password  string
+}
+
+// dropSale deletes a voucher's sale keys, its lock and fencing counter and its registry entry
+// in the deployment of cfg.
+func dropSale(ctx context.Context, rdb redis.UniversalClient, cfg app.Config, voucherID int) error {
+	k := seckill.KeysOf(cfg.SeckillKeyPrefix(), voucherID)
+	keys := append([]string{k.Meta, k.Stock, k.Buyers, k.Orders, k.Dead}, seckill.VoucherLockKeys(cfg.Namespace, seckill.DefaultPrefix, voucherID)...)
+	return errors.Join(unlink(ctx, rdb, keys...),
+		rdb.ZRem(ctx, seckill.RegistryKey(cfg.SeckillKeyPrefix()), strconv.Itoa(voucherID)).Err())
 }
 
 func describeConfig(cfg app.Config) (string, string) {
@@ -128,8 +138,8 @@ func newInprocess(ctx context.Context, cfg app.Config, o seckillOpts, out *outpu
 	if !o.consumeAfter {
 		t.startConsumer(ctx)
 	}
-	t.st = &stateAccess{rdb: a.Redis, db: a.DB.SQL, dialect: a.DB.Dialect, prefix: cfg.SeckillPrefix,
-		lua: cfg.SeckillStrategy == "lua", realRedis: len(cfg.RedisAddrs) > 0, password: cfg.RedisPassword}
+	t.st = &stateAccess{rdb: a.Redis, db: a.DB.SQL, dialect: a.DB.Dialect, prefix: cfg.SeckillKeyPrefix(),
+		lua: cfg.SeckillStrategy == "lua", realRedis: len(cfg.RedisAddrs) > 0, logins: auth.KeysIn(cfg.Namespace), password: cfg.RedisPassword}
 	return t, nil
 }
 
@@ -194,11 +204,7 @@ func (t *inprocess) endSale(ctx context.Context, voucherID int, keep bool) error
 	if keep || !t.st.realRedis {
 		return err
 	}
-	k := seckill.KeysOf(t.cfg.SeckillPrefix, voucherID)
-	// The voucher's lock (package lock, name <prefix>:<id>) keeps a fencing counter forever.
-	lk := "lock:{" + t.cfg.SeckillPrefix + ":" + strconv.Itoa(voucherID) + "}"
-	return errors.Join(err, unlink(ctx, t.a.Redis, k.Meta, k.Stock, k.Buyers, k.Orders, k.Dead, lk, lk+":fence"),
-		t.a.Redis.ZRem(ctx, t.cfg.SeckillPrefix+":vouchers", strconv.Itoa(voucherID)).Err())
+	return errors.Join(err, dropSale(ctx, t.a.Redis, t.cfg, voucherID))
 }
 
 // startConsumer runs the app's stream consumer until stopConsumer (once).
@@ -274,8 +280,8 @@ func newHTTPTarget(ctx context.Context, cfg app.Config, o seckillOpts) (*httpTar
 			return nil, fmt.Errorf("bench seckill: HTTP mode verifies in Redis and MySQL, so it needs the servers' configuration (-no-verify skips that): %w", err)
 		}
 		t.conn = a
-		t.st = &stateAccess{rdb: a.Redis, db: a.DB.SQL, dialect: a.DB.Dialect, prefix: cfg.SeckillPrefix,
-			lua: cfg.SeckillStrategy == "lua", realRedis: true, password: cfg.RedisPassword}
+		t.st = &stateAccess{rdb: a.Redis, db: a.DB.SQL, dialect: a.DB.Dialect, prefix: cfg.SeckillKeyPrefix(),
+			lua: cfg.SeckillStrategy == "lua", realRedis: true, logins: auth.KeysIn(cfg.Namespace), password: cfg.RedisPassword}
 	}
 	return t, nil
 }
@@ -522,11 +528,11 @@ func cleanupUsers(ctx context.Context, st *stateAccess, users []*simUser) {
 				if u == nil {
 					continue
 				}
-				for _, k := range auth.PhoneKeys(u.phone) {
+				for _, k := range st.logins.Phone(u.phone) {
 					p.Unlink(dctx, k)
 				}
 				if u.token != "" {
-					p.Unlink(dctx, auth.SessionKey(u.token))
+					p.Unlink(dctx, st.logins.Session(u.token))
 				}
 			}
 			return nil

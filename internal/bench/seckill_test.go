@@ -31,12 +31,18 @@ import (
 
 // The seckill and drain scenarios read SURGE_* from the environment; the tests pass flags.
 func clearSurgeEnv(t *testing.T) {
-	for _, k := range []string{"SURGE_REDIS_ADDRS", "SURGE_MYSQL_DSN", "SURGE_SECKILL_PREFIX", "SURGE_SECKILL_STRATEGY", "SURGE_MODE", "SURGE_ADMIN_PHONES", "SURGE_SECKILL_RATE"} {
+	for _, k := range []string{"SURGE_REDIS_ADDRS", "SURGE_MYSQL_DSN", "SURGE_NAMESPACE", "SURGE_SECKILL_PREFIX", "SURGE_CACHE_PREFIX", "SURGE_SECKILL_STRATEGY", "SURGE_MODE", "SURGE_ADMIN_PHONES", "SURGE_SECKILL_RATE"} {
 		t.Setenv(k, "")
 	}
 }
 
-func prefix() string { return "bt" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) }
+// namespace is a deployment namespace of the test's own, its keys (caches, ids, anything the
+// run may leave) deleted when the test ends.
+func namespace(t *testing.T, rdb redis.UniversalClient) string {
+	ns := "bt" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	deletePattern(t, rdb, ns+":*")
+	return ns
+}
 
 // runErr runs a scenario that may fail and returns its error and final JSON line (nil if none).
 func runErr(t *testing.T, args ...string) (error, map[string]any, string) {
@@ -100,13 +106,13 @@ func checkSeckill(t *testing.T, res map[string]any, users, attempts, stock int) 
 
 func noSeckillKeysLeft(t *testing.T, rdb redis.UniversalClient, res map[string]any, pfx string) {
 	t.Helper()
-	noKeysLeft(t, rdb, pfx+":*")
-	noKeysLeft(t, rdb, "lock:{"+pfx+":*")
+	noKeysLeft(t, rdb, pfx+":seckill:*")
+	noKeysLeft(t, rdb, pfx+":lock:*")
 	// The run's own phones only: a pattern on the prefix could match another test's random phone.
 	ph := res["phone_prefix"].(string)
 	ctx := context.Background()
 	for i := 0; i < int(num(t, res, "users")); i++ {
-		for _, k := range auth.PhoneKeys(fmt.Sprintf("%s%06d", ph, i)) {
+		for _, k := range auth.KeysIn(pfx).Phone(fmt.Sprintf("%s%06d", ph, i)) {
 			if rdb.Exists(ctx, k).Val() == 1 {
 				t.Errorf("login key %s left behind", k)
 			}
@@ -132,8 +138,8 @@ func TestSeckillInprocess(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(tg.name+"/"+tc.name, func(t *testing.T) {
 				rdb := tg.rdb(t)
-				pfx := prefix()
-				args := []string{"seckill", "-inprocess", "-redis-addrs", tg.addrs, "-mysql-dsn", testenv.MySQL(t), "-seckill-prefix", pfx,
+				pfx := namespace(t, rdb)
+				args := []string{"seckill", "-inprocess", "-redis-addrs", tg.addrs, "-mysql-dsn", testenv.MySQL(t), "-namespace", pfx,
 					"-users", strconv.Itoa(tc.users), "-attempts", strconv.Itoa(tc.attempts), "-stock", strconv.Itoa(tc.stock),
 					"-concurrency", "32", "-login-concurrency", "16", "-baseline-n", "3000", "-drain-timeout", "60s"}
 				if !tc.baseline {
@@ -221,9 +227,9 @@ func TestSeckillViolationFails(t *testing.T) {
 				hookErr = tc.fn(ctx, db, rdb, p, v)
 			})
 			defer undo()
-			pfx := prefix()
+			pfx := namespace(t, testenv.Redis(t))
 			err, res, _ := runErr(t, "seckill", "-inprocess", "-redis-addrs", testenv.RedisAddr(), "-mysql-dsn", testenv.MySQL(t),
-				"-seckill-prefix", pfx, "-users", "60", "-stock", "40", "-concurrency", "8", "-no-baseline")
+				"-namespace", pfx, "-users", "60", "-stock", "40", "-concurrency", "8", "-no-baseline")
 			if hookErr != nil {
 				t.Fatal(hookErr)
 			}
@@ -267,7 +273,7 @@ func TestSeckillUsage(t *testing.T) {
 func devApp(t *testing.T, addrs []string, dsn, pfx, admin string) *app.App {
 	t.Helper()
 	cfg, err := app.ParseConfig([]string{"-redis-addrs", strings.Join(addrs, ","), "-mysql-dsn", dsn, "-mode", "dev",
-		"-seckill-prefix", pfx, "-cache-prefix", pfx + "c", "-seckill-rate", "-1", "-admin-phones", admin}, func(string) string { return "" })
+		"-namespace", pfx, "-seckill-rate", "-1", "-admin-phones", admin}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,9 +308,7 @@ func deletePattern(t *testing.T, rdb redis.UniversalClient, pattern string) {
 func TestSeckillHTTP(t *testing.T) {
 	clearSurgeEnv(t)
 	rdb := testenv.Redis(t)
-	dsn, pfx, admin := testenv.MySQL(t), prefix(), testenv.Phone()
-	deletePattern(t, rdb, pfx+"*")
-	deletePattern(t, rdb, "lock:{"+pfx+"*")
+	dsn, pfx, admin := testenv.MySQL(t), namespace(t, rdb), testenv.Phone()
 	var urls []string
 	for range 2 {
 		a := devApp(t, []string{testenv.RedisAddr()}, dsn, pfx, admin)
@@ -313,7 +317,7 @@ func TestSeckillHTTP(t *testing.T) {
 		urls = append(urls, srv.URL)
 	}
 	err, res, _ := runErr(t, "seckill", "-target", strings.Join(urls, ","), "-admin-phone", admin,
-		"-redis-addrs", testenv.RedisAddr(), "-mysql-dsn", dsn, "-seckill-prefix", pfx,
+		"-redis-addrs", testenv.RedisAddr(), "-mysql-dsn", dsn, "-namespace", pfx,
 		"-users", "200", "-attempts", "2", "-stock", "120", "-concurrency", "24", "-login-concurrency", "16", "-baseline-n", "3000")
 	if err != nil {
 		t.Fatal(err)
@@ -323,7 +327,7 @@ func TestSeckillHTTP(t *testing.T) {
 		t.Errorf("mode %v, targets %v", res["mode"], res["targets"])
 	}
 	// Not in dev mode: a clear error.
-	cfg, _ := app.ParseConfig([]string{"-redis-addrs", testenv.RedisAddr(), "-mysql-dsn", dsn, "-seckill-prefix", pfx, "-cache-prefix", pfx + "c"}, func(string) string { return "" })
+	cfg, _ := app.ParseConfig([]string{"-redis-addrs", testenv.RedisAddr(), "-mysql-dsn", dsn, "-namespace", pfx}, func(string) string { return "" })
 	prod, err := app.New(context.Background(), cfg, app.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -425,17 +429,15 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 func TestSeckillMultiInstance(t *testing.T) {
 	clearSurgeEnv(t)
 	rdb := testenv.Redis(t)
-	dsn, pfx, admin := testenv.MySQL(t), prefix(), testenv.Phone()
-	deletePattern(t, rdb, pfx+"*")
-	deletePattern(t, rdb, "lock:{"+pfx+"*")
+	dsn, pfx, admin := testenv.MySQL(t), namespace(t, rdb), testenv.Phone()
 	env := []string{"SURGE_REDIS_ADDRS=" + testenv.RedisAddr(), "SURGE_MYSQL_DSN=" + dsn, "SURGE_MODE=dev",
-		"SURGE_SECKILL_PREFIX=" + pfx, "SURGE_CACHE_PREFIX=" + pfx + "c", "SURGE_SECKILL_RATE=-1", "SURGE_ADMIN_PHONES=" + admin}
+		"SURGE_NAMESPACE=" + pfx, "SURGE_SECKILL_RATE=-1", "SURGE_ADMIN_PHONES=" + admin}
 	var urls []string
 	for range 3 { // one after the other: the first migrates and seeds the fresh database
 		urls = append(urls, startServe(t, env))
 	}
 	err, res, _ := runErr(t, "seckill", "-target", strings.Join(urls, ","), "-admin-phone", admin,
-		"-redis-addrs", testenv.RedisAddr(), "-mysql-dsn", dsn, "-seckill-prefix", pfx,
+		"-redis-addrs", testenv.RedisAddr(), "-mysql-dsn", dsn, "-namespace", pfx,
 		"-users", "300", "-attempts", "2", "-stock", "200", "-concurrency", "48", "-login-concurrency", "24", "-no-baseline")
 	if err != nil {
 		t.Fatal(err)
@@ -453,8 +455,8 @@ func TestDrain(t *testing.T) {
 	for _, tg := range targets {
 		t.Run(tg.name, func(t *testing.T) {
 			rdb := tg.rdb(t)
-			pfx := prefix()
-			err, res, _ := runErr(t, "drain", "-redis-addrs", tg.addrs, "-mysql-dsn", testenv.MySQL(t), "-seckill-prefix", pfx, "-orders", "2000")
+			pfx := namespace(t, rdb)
+			err, res, _ := runErr(t, "drain", "-redis-addrs", tg.addrs, "-mysql-dsn", testenv.MySQL(t), "-namespace", pfx, "-orders", "2000")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -466,8 +468,8 @@ func TestDrain(t *testing.T) {
 			if res["ok"] != true || num(t, res, "orders_in_db") != 2000 || num(t, res, "stock_db") != 0 || num(t, res, "batch") != 500 {
 				t.Errorf("result %v", res)
 			}
-			noKeysLeft(t, rdb, pfx+":*")
-			noKeysLeft(t, rdb, "lock:{"+pfx+":*")
+			noKeysLeft(t, rdb, pfx+":seckill:*")
+			noKeysLeft(t, rdb, pfx+":lock:*")
 		})
 	}
 }

@@ -17,7 +17,9 @@ import (
 
 // CacheOptions configures the catalog's caches.
 type CacheOptions struct {
-	Prefix        string // key prefix of every cache key ("cache")
+	// Namespace starts every key: <ns>:cache:<name>:{<id>} and the shop filter
+	// <ns>:bloom:{shop}. ("": cache:<name>:{<id>} and bloom:{cache:shop})
+	Namespace     string
 	Metrics       *cache.Metrics
 	Logger        *slog.Logger
 	ShopTTL       time.Duration // shop(id) freshness (30 min)
@@ -48,27 +50,25 @@ func New(ctx context.Context, db *ent.Client, rdb redis.UniversalClient, o Cache
 	if o.ExpectedShops == 0 {
 		o.ExpectedShops = 1_000_000
 	}
-	if o.Prefix == "" {
-		o.Prefix = "cache"
-	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	s := &Service{db: db, log: o.Logger}
 	var err error
-	if s.filter, err = cache.NewRedisFilter(rdb, o.Prefix+":shop", o.ExpectedShops, 0.01); err != nil {
+	keys := keysIn(o.Namespace)
+	if s.filter, err = cache.NewRedisFilter(rdb, keys.filterName, o.ExpectedShops, 0.01, cache.FilterPrefix(keys.filterPrefix)); err != nil {
 		return nil, err
 	}
 	if err := s.rebuildFilter(ctx); err != nil {
 		return nil, err
 	}
 	if s.shops, err = cache.New[*ent.Shop](ctx, rdb, cache.Options{
-		Name: "shop", Prefix: o.Prefix, TTL: o.ShopTTL, Filter: s.filter, Metrics: o.Metrics,
+		Name: "shop", Prefix: keys.cachePrefix, TTL: o.ShopTTL, Filter: s.filter, Metrics: o.Metrics,
 	}); err != nil {
 		return nil, err
 	}
 	if s.shopTypes, err = cache.New[[]*ent.ShopType](ctx, rdb, cache.Options{
-		Name: "shop-types", Prefix: o.Prefix, Mode: cache.ModeLogical, TTL: o.ShopTypesTTL, Metrics: o.Metrics,
+		Name: "shop-types", Prefix: keys.cachePrefix, Mode: cache.ModeLogical, TTL: o.ShopTypesTTL, Metrics: o.Metrics,
 	}); err != nil {
 		s.shops.Close()
 		return nil, err
@@ -83,6 +83,18 @@ func New(ctx context.Context, db *ent.Client, rdb redis.UniversalClient, o Cache
 		}})
 	}()
 	return s, nil
+}
+
+// catalogKeys place the catalog's caches and shop filter in a namespace.
+type catalogKeys struct{ cachePrefix, filterPrefix, filterName string }
+
+// keysIn gives every key a namespace's start; without one the layout stays as it was
+// (cache:…, bloom:{cache:shop}).
+func keysIn(namespace string) catalogKeys {
+	if namespace == "" {
+		return catalogKeys{cachePrefix: "cache", filterPrefix: "bloom", filterName: "cache:shop"}
+	}
+	return catalogKeys{cachePrefix: namespace + ":cache", filterPrefix: namespace + ":bloom", filterName: "shop"}
 }
 
 // rebuildFilter loads every shop id into the Bloom filter. Another server rebuilding at the

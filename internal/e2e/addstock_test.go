@@ -63,7 +63,7 @@ func TestAddStockWhileSelling(t *testing.T) {
 	wg.Wait()
 
 	deadline := time.Now().Add(20 * time.Second)
-	k := seckill.KeysOf(e.app.Config.SeckillPrefix, atoi(t, v))
+	k := seckill.KeysOf(e.app.Config.SeckillKeyPrefix(), atoi(t, v))
 	for n, _ := e.app.Redis.XLen(ctx, k.Orders).Result(); n > 0; n, _ = e.app.Redis.XLen(ctx, k.Orders).Result() {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d orders still queued after 20 s", n)

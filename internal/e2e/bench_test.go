@@ -29,13 +29,12 @@ import (
 func BenchmarkSeckillOverHTTP(b *testing.B) {
 	cfg, err := app.ParseConfig(nil, func(k string) string {
 		return map[string]string{
-			"SURGE_REDIS_ADDRS":    testenv.RedisAddr(),
-			"SURGE_MYSQL_DSN":      testenv.MySQL(b),
-			"SURGE_MODE":           "dev",
-			"SURGE_SEED":           "true",
-			"SURGE_SECKILL_RATE":   "-1",
-			"SURGE_CACHE_PREFIX":   "bench" + testenv.Phone(),
-			"SURGE_SECKILL_PREFIX": "seckill-bench" + testenv.Phone(),
+			"SURGE_REDIS_ADDRS":  testenv.RedisAddr(),
+			"SURGE_MYSQL_DSN":    testenv.MySQL(b),
+			"SURGE_MODE":         "dev",
+			"SURGE_SEED":         "true",
+			"SURGE_SECKILL_RATE": "-1",
+			"SURGE_NAMESPACE":    "bench" + testenv.Phone(),
 		}[k]
 	})
 	if err != nil {

@@ -56,7 +56,7 @@ func TestShopCacheWiring(t *testing.T) {
 
 	// Penetration: ids that never existed are answered by the Bloom filter; no keys appear.
 	rdb := testenv.Redis(t)
-	prefix := e.app.Config.CachePrefix
+	prefix := e.app.Config.Namespace + ":cache"
 	for i := 0; i < 50; i++ {
 		id := strconv.Itoa(4294967297 + 100000 + i)
 		if get(e.ok("", byID, map[string]any{"id": id}), "shop") != nil {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/surgekit/surge/internal/app"
-	"github.com/surgekit/surge/internal/auth"
 	"github.com/surgekit/surge/internal/testenv"
 )
 
@@ -54,7 +53,7 @@ func TestLoginFlow(t *testing.T) {
 	}
 
 	// After the cooldown (skipped here by deleting its key) a new code works.
-	rdb.Del(ctx, "login:send:{"+phone+"}:gap")
+	rdb.Del(ctx, e.app.Auth.PhoneKeys(phone)[1]) // the cooldown marker
 	e.ok("", sendCode, map[string]any{"p": phone})
 	d = e.ok("", login, map[string]any{"p": phone, "c": e.codes.get(phone)})
 	token := str(d, "login", "token")
@@ -69,9 +68,9 @@ func TestLoginFlow(t *testing.T) {
 	if str(e.ok(token, me, nil), "me", "phone") != phone {
 		t.Fatal("me does not answer the logged-in user")
 	}
-	rdb.PExpire(ctx, auth.SessionKey(token), 10*time.Second)
+	rdb.PExpire(ctx, e.app.Auth.SessionKey(token), 10*time.Second)
 	e.ok(token, `{ shopTypes { id } }`, nil)
-	if ttl := rdb.PTTL(ctx, auth.SessionKey(token)).Val(); ttl < 29*time.Minute {
+	if ttl := rdb.PTTL(ctx, e.app.Auth.SessionKey(token)).Val(); ttl < 29*time.Minute {
 		t.Fatalf("session TTL after a request = %v, want slid to ~30m", ttl)
 	}
 

@@ -85,7 +85,7 @@ func (e *env) dbStock(voucherID string) int {
 
 func (e *env) redisStock(voucherID string) int {
 	e.t.Helper()
-	k := seckill.KeysOf(e.app.Config.SeckillPrefix, atoi(e.t, voucherID))
+	k := seckill.KeysOf(e.app.Config.SeckillKeyPrefix(), atoi(e.t, voucherID))
 	n, err := e.app.Redis.Get(context.Background(), k.Stock).Int()
 	if err != nil {
 		e.t.Fatalf("redis stock of %s: %v", voucherID, err)
@@ -269,7 +269,7 @@ func TestSeckillNotReady(t *testing.T) {
 	v := e.onSale(admin, shopID, "Lost", 3)
 	u := e.login(testenv.Phone())
 	// Redis loses the sale's state: grabs say NOT_READY (never SOLD_OUT) until it is rebuilt.
-	k := seckill.KeysOf(e.app.Config.SeckillPrefix, atoi(t, v))
+	k := seckill.KeysOf(e.app.Config.SeckillKeyPrefix(), atoi(t, v))
 	if err := e.app.Redis.Del(context.Background(), k.Meta, k.Stock).Err(); err != nil {
 		t.Fatal(err)
 	}

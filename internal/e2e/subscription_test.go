@@ -504,7 +504,7 @@ func TestVanishedOrderEndsWithError(t *testing.T) {
 	if got := c.nextData("o", "orderStatus"); got != "QUEUED" {
 		t.Fatalf("orderStatus = %v", got)
 	}
-	k := seckill.KeysOf(e.app.Config.SeckillPrefix, v)
+	k := seckill.KeysOf(e.app.Config.SeckillKeyPrefix(), v)
 	if err := e.app.Redis.HDel(context.Background(), k.Buyers, itoa(user)).Err(); err != nil {
 		t.Fatal(err)
 	}

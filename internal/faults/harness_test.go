@@ -149,21 +149,20 @@ func (p *proc) health() (int, map[string]string, error) {
 }
 
 // world is one test's sale: a database with a shop, a seckill voucher and users, and a
-// seckill service in the test process (no consumer) on the same Redis and key prefix as the
+// seckill service in the test process (no consumer) on the same Redis and namespace as the
 // surge processes, to admit orders and read state.
 type world struct {
-	t      *testing.T
-	db     *store.DB
-	dsn    string
-	rdb    redis.UniversalClient
-	addr   string
-	prefix string
-	cache  string
-	svc    *seckill.Service
-	v      int
-	stock  int
-	users  []int
-	keys   seckill.Keys
+	t     *testing.T
+	db    *store.DB
+	dsn   string
+	rdb   redis.UniversalClient
+	addr  string
+	ns    string
+	svc   *seckill.Service
+	v     int
+	stock int
+	users []int
+	keys  seckill.Keys
 }
 
 func newWorld(t *testing.T, dsn, redisAddr string, stock, users int) *world {
@@ -179,14 +178,16 @@ func newWorld(t *testing.T, dsn, redisAddr string, stock, users int) *world {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 64})
 	t.Cleanup(func() { _ = rdb.Close() })
+	ns := "faults" + testenv.Phone()
+	testenv.CleanupKeys(t, rdb, ns+":*")
 	w := &world{t: t, db: db, dsn: dsn, rdb: rdb, addr: redisAddr, stock: stock,
-		prefix: "faults" + testenv.Phone(), cache: "faults-cache" + testenv.Phone()}
+		ns: ns}
 	typ := db.Ent.ShopType.Create().SetName("t").SetSort(1).SaveX(ctx)
 	sh := db.Ent.Shop.Create().SetName("s").SetTypeID(typ.ID).SetLongitude(0).SetLatitude(0).SetImages([]string{}).SaveX(ctx)
 	w.v = db.Ent.Voucher.Create().SetShopID(sh.ID).SetTitle("v").SetPayValue(1).SetActualValue(2).
 		SetKind("SECKILL").SetStock(stock).SetBeginAt(time.Now().Add(-time.Hour)).SetEndAt(time.Now().Add(24 * time.Hour)).
 		SaveX(ctx).ID
-	w.keys = seckill.KeysOf(w.prefix, w.v)
+	w.keys = seckill.KeysOf(seckill.KeyPrefix(w.ns, seckill.DefaultPrefix), w.v)
 	for start := 0; start < users; start += 2000 {
 		var bulk []*ent.UserCreate
 		for i := start; i < min(users, start+2000); i++ {
@@ -197,7 +198,7 @@ func newWorld(t *testing.T, dsn, redisAddr string, stock, users int) *world {
 		}
 	}
 	w.svc, err = seckill.New(db.Ent, rdb, seckill.Options{
-		Prefix: w.prefix, Dialect: db.Dialect, RateLimit: seckill.RateLimit{PerSecond: -1}, Logger: quiet(),
+		Namespace: w.ns, Dialect: db.Dialect, RateLimit: seckill.RateLimit{PerSecond: -1}, Logger: quiet(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +214,7 @@ func newWorld(t *testing.T, dsn, redisAddr string, stock, users int) *world {
 func (w *world) env(consumer bool, claimIdle time.Duration) []string {
 	return []string{
 		"SURGE_REDIS_ADDRS=" + w.addr, "SURGE_MYSQL_DSN=" + w.dsn, "SURGE_MODE=production",
-		"SURGE_SECKILL_PREFIX=" + w.prefix, "SURGE_CACHE_PREFIX=" + w.cache, "SURGE_SECKILL_RATE=-1",
+		"SURGE_NAMESPACE=" + w.ns, "SURGE_SECKILL_RATE=-1",
 		fmt.Sprintf("SURGE_SECKILL_CONSUMER=%v", consumer), "SURGE_SECKILL_CLAIM_IDLE=" + claimIdle.String(),
 	}
 }

@@ -81,7 +81,7 @@ func newBatchEnv(t *testing.T) *batchEnv {
 		}
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cat, err := catalog.New(ctx, client, rdb, catalog.CacheOptions{Prefix: prefix, Logger: log})
+	cat, err := catalog.New(ctx, client, rdb, catalog.CacheOptions{Namespace: prefix, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,10 +96,11 @@ func wrap(db *sql.DB, d string) *DB {
 }
 
 // Migrate creates or updates the schema: columns and indexes are added, indexes the schema
-// no longer declares are dropped, columns are never dropped.
+// no longer declares are dropped, columns are never dropped. It also gives a new database its
+// deployment id (DeploymentID).
 func (d *DB) Migrate(ctx context.Context) error {
 	if err := d.Ent.Schema.Create(ctx, migrate.WithDropIndex(true)); err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
-	return nil
+	return d.ensureDeploymentID(ctx)
 }
