@@ -108,6 +108,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		TrustedProxyHeader:     cfg.TrustedProxyHeader,
 		WebsocketSubscriptions: cfg.WSMaxSubscriptions,
 		WebsocketConnections:   cfg.WSMaxConnectionsPerIP,
+		CORS:                   cfg.CORS(),
 		Playground:             playground.Handler("/query"),
 		Logger:                 a.Log,
 		Registry:               registry,

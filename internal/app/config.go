@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/surgekit/surge/internal/auth"
+	"github.com/surgekit/surge/internal/server"
 	"github.com/surgekit/surge/internal/store"
 )
 
@@ -59,7 +60,17 @@ type Config struct {
 	// SURGE_WS_MAX_CONNECTIONS_PER_IP, -ws-max-connections-per-ip (50): the WebSocket
 	// connections one client address may hold open.
 	WSMaxSubscriptions, WSMaxConnectionsPerIP int
-	CachePrefix                               string // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
+	// CORSOrigins is SURGE_CORS_ORIGINS, -cors-origins: the browser origins, besides the
+	// server's own, that may call the API and open its WebSocket ("https://app.example.com",
+	// globs such as "https://*.example.com", or "*"). Dev default: http://localhost:* and
+	// http://127.0.0.1:* (a local front-end dev server); production: none.
+	CORSOrigins []string
+	// CORSCredentials is SURGE_CORS_CREDENTIALS, -cors-credentials (false): allow requests
+	// made with credentials (cookies); not with "*". CORSMaxAge is SURGE_CORS_MAX_AGE,
+	// -cors-max-age (10m): how long browsers cache a preflight.
+	CORSCredentials bool
+	CORSMaxAge      time.Duration
+	CachePrefix     string // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
 	// SeckillStrategy is SURGE_SECKILL_STRATEGY, -seckill-strategy: "lua" (Redis admission,
 	// asynchronous orders; default) or "sync" (one database transaction per grab).
 	SeckillStrategy string
@@ -141,6 +152,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	wsSubs := fs.Int("ws-max-subscriptions", envInt(getenv, "SURGE_WS_MAX_SUBSCRIPTIONS", 10), "subscriptions one WebSocket connection may run at once (SURGE_WS_MAX_SUBSCRIPTIONS)")
 	wsConns := fs.Int("ws-max-connections-per-ip", envInt(getenv, "SURGE_WS_MAX_CONNECTIONS_PER_IP", 50), "WebSocket connections one client address may hold open (SURGE_WS_MAX_CONNECTIONS_PER_IP)")
 	readTimeout := fs.Duration("read-timeout", envDuration(getenv, "SURGE_READ_TIMEOUT", 10*time.Second), "how long a client may take to send one request (SURGE_READ_TIMEOUT)")
+	corsOrigins := fs.String("cors-origins", env("SURGE_CORS_ORIGINS", ""), `browser origins that may call the API besides its own, comma-separated: "https://app.example.com", "https://*.example.com" or "*" (SURGE_CORS_ORIGINS; dev default http://localhost:*,http://127.0.0.1:*)`)
+	corsCredentials := fs.String("cors-credentials", env("SURGE_CORS_CREDENTIALS", ""), "allow cross-origin requests with credentials (cookies): true/false; not with the origin * (SURGE_CORS_CREDENTIALS; default false)")
+	corsMaxAge := fs.Duration("cors-max-age", envDuration(getenv, "SURGE_CORS_MAX_AGE", 10*time.Minute), "how long browsers may cache a CORS preflight (SURGE_CORS_MAX_AGE)")
 	cachePrefix := fs.String("cache-prefix", env("SURGE_CACHE_PREFIX", "cache"), "prefix of cache keys, to share one Redis between deployments (SURGE_CACHE_PREFIX)")
 	strategy := fs.String("seckill-strategy", env("SURGE_SECKILL_STRATEGY", "lua"), `seckill strategy: "lua" or "sync" (SURGE_SECKILL_STRATEGY)`)
 	rate := fs.Float64("seckill-rate", envFloat(getenv, "SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
@@ -159,6 +173,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			RequestTimeout: *requestTimeout, ReadTimeout: *readTimeout,
 			TrustedProxyHeader: strings.TrimSpace(*proxyHeader),
 			WSMaxSubscriptions: *wsSubs, WSMaxConnectionsPerIP: *wsConns,
+			CORSOrigins: splitList(*corsOrigins), CORSMaxAge: *corsMaxAge,
 		}
 		if c.SeckillClaimIdle <= 0 {
 			return Config{}, fmt.Errorf("seckill-claim-idle must be positive")
@@ -200,6 +215,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		if c.LoginSendRateGlobal, err = parseRate("login-send-rate-global", *sendRateGlobal, productionOnly(c, defaultSendRateGlobal)); err != nil {
 			return Config{}, err
 		}
+		if err := c.parseCORS(*corsCredentials); err != nil {
+			return Config{}, err
+		}
 		if len(c.AdminPhones) == 0 && c.Dev() {
 			c.AdminPhones = []string{DevAdminPhone}
 		}
@@ -220,6 +238,29 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		}
 		return c, nil
 	}
+}
+
+// devCORSOrigins let a front-end dev server on the developer's machine call a dev server.
+var devCORSOrigins = []string{"http://localhost:*", "http://127.0.0.1:*"}
+
+// parseCORS completes and checks the CORS settings.
+func (c *Config) parseCORS(credentials string) error {
+	var err error
+	if c.CORSCredentials, err = parseBool("cors-credentials", credentials, false); err != nil {
+		return err
+	}
+	if len(c.CORSOrigins) == 0 && c.Dev() {
+		c.CORSOrigins = devCORSOrigins
+	}
+	if c.CORSMaxAge <= 0 {
+		return fmt.Errorf("cors-max-age must be positive")
+	}
+	return c.CORS().Validate()
+}
+
+// CORS is the server's CORS configuration.
+func (c Config) CORS() server.CORS {
+	return server.CORS{Origins: c.CORSOrigins, Credentials: c.CORSCredentials, MaxAge: c.CORSMaxAge}
 }
 
 // Default login code send rates of a production server: a client may log in a few phones an

@@ -125,3 +125,46 @@ func TestParseConfigPools(t *testing.T) {
 		}
 	}
 }
+
+// Issue 13, item 1: allowed origins. Dev lets a local front-end dev server in; production
+// none; "*" never with credentials; an origin must be scheme://host[:port].
+func TestParseConfigCORS(t *testing.T) {
+	prod := map[string]string{"SURGE_MYSQL_DSN": "u:p@tcp(h:3306)/d", "SURGE_REDIS_ADDRS": "a:1"}
+	with := func(extra map[string]string) (Config, error) {
+		m := map[string]string{}
+		for k, v := range prod {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return ParseConfig(nil, envOf(m))
+	}
+	if c, err := ParseConfig(nil, envOf(nil)); err != nil || !reflect.DeepEqual(c.CORSOrigins, devCORSOrigins) || c.CORSCredentials {
+		t.Fatalf("dev CORS defaults: %v %v %v", c.CORSOrigins, c.CORSCredentials, err)
+	}
+	c, err := with(nil)
+	if err != nil || len(c.CORSOrigins) != 0 || c.CORSMaxAge != 10*time.Minute {
+		t.Fatalf("production CORS defaults: %v %v %v", c.CORSOrigins, c.CORSMaxAge, err)
+	}
+	c, err = with(map[string]string{"SURGE_CORS_ORIGINS": "https://app.example.com, https://*.example.com,http://localhost:*", "SURGE_CORS_CREDENTIALS": "true"})
+	if err != nil || len(c.CORSOrigins) != 3 || !c.CORSCredentials {
+		t.Fatalf("a list with credentials: %v %v %v", c.CORSOrigins, c.CORSCredentials, err)
+	}
+	if _, err := with(map[string]string{"SURGE_CORS_ORIGINS": "*"}); err != nil {
+		t.Fatalf("* without credentials: %v", err)
+	}
+	for _, bad := range []map[string]string{
+		{"SURGE_CORS_ORIGINS": "*", "SURGE_CORS_CREDENTIALS": "true"},
+		{"SURGE_CORS_ORIGINS": "app.example.com"},
+		{"SURGE_CORS_ORIGINS": "https://app.example.com/"},
+		{"SURGE_CORS_ORIGINS": "ftp://app.example.com"},
+		{"SURGE_CORS_ORIGINS": "https://[app.example.com"},
+		{"SURGE_CORS_CREDENTIALS": "maybe"},
+		{"SURGE_CORS_MAX_AGE": "-1s"},
+	} {
+		if c, err := with(bad); err == nil {
+			t.Errorf("%v accepted: %v", bad, c.CORSOrigins)
+		}
+	}
+}

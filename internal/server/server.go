@@ -43,11 +43,9 @@ type Options struct {
 	Registry           *prometheus.Registry // metrics registry (a fresh one if nil)
 	// Health checks each dependency; /healthz answers 200 only when all return nil.
 	Health map[string]func(context.Context) error
-	// WebsocketOrigins lists the origins, besides the endpoint's own, from which browsers may
-	// open a WebSocket (host patterns of github.com/coder/websocket's
-	// AcceptOptions.OriginPatterns, e.g. "app.example.com" or "*.example.com"). MaxBodyBytes
-	// also bounds WebSocket messages.
-	WebsocketOrigins []string
+	// CORS lists the browser origins, besides the endpoint's own, that may call the endpoint
+	// over HTTP and open its WebSocket. MaxBodyBytes also bounds WebSocket messages.
+	CORS CORS
 	// WebsocketSubscriptions caps the subscriptions running on one WebSocket connection (10);
 	// WebsocketConnections caps the open connections of one client address (50).
 	WebsocketSubscriptions, WebsocketConnections int
@@ -132,7 +130,8 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	h = withSessions(res.Auth, opts.Logger, h)
 	h = withDeadline(h, opts.RequestTimeout)
 	h = limitConnections(h, opts.WebsocketConnections)
-	return withClientAddress(h, opts.TrustedProxyHeader)
+	h = withClientAddress(h, opts.TrustedProxyHeader)
+	return withCORS(h, opts.CORS) // outermost: refusals (429, 503) must reach the page too
 }
 
 // healthHandler answers 200 when every check passes within 2 s, else 503; the body names each
