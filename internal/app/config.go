@@ -70,7 +70,18 @@ type Config struct {
 	// -cors-max-age (10m): how long browsers cache a preflight.
 	CORSCredentials bool
 	CORSMaxAge      time.Duration
-	CachePrefix     string // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
+	// APQ is SURGE_APQ, -apq (true): accept Apollo's automatic persisted queries, stored in
+	// Redis under <CachePrefix>:apq:<sha256> for APQTTL after their last use (SURGE_APQ_TTL,
+	// -apq-ttl, 24h), documents of at most APQMaxBytes (SURGE_APQ_MAX_BYTES, -apq-max-bytes,
+	// 32768) only.
+	APQ         bool
+	APQTTL      time.Duration
+	APQMaxBytes int
+	// TrustedDocuments is SURGE_TRUSTED_DOCUMENTS, -trusted-documents: a manifest of the
+	// clients' persisted documents (GraphQL Codegen's client preset, Relay, or Apollo's
+	// format); when set, only its operations run and APQ is off.
+	TrustedDocuments string
+	CachePrefix      string // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
 	// SeckillStrategy is SURGE_SECKILL_STRATEGY, -seckill-strategy: "lua" (Redis admission,
 	// asynchronous orders; default) or "sync" (one database transaction per grab).
 	SeckillStrategy string
@@ -155,6 +166,10 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	corsOrigins := fs.String("cors-origins", env("SURGE_CORS_ORIGINS", ""), `browser origins that may call the API besides its own, comma-separated: "https://app.example.com", "https://*.example.com" or "*" (SURGE_CORS_ORIGINS; dev default http://localhost:*,http://127.0.0.1:*)`)
 	corsCredentials := fs.String("cors-credentials", env("SURGE_CORS_CREDENTIALS", ""), "allow cross-origin requests with credentials (cookies): true/false; not with the origin * (SURGE_CORS_CREDENTIALS; default false)")
 	corsMaxAge := fs.Duration("cors-max-age", envDuration(getenv, "SURGE_CORS_MAX_AGE", 10*time.Minute), "how long browsers may cache a CORS preflight (SURGE_CORS_MAX_AGE)")
+	apq := fs.String("apq", env("SURGE_APQ", ""), "accept automatic persisted queries (Apollo), stored in Redis: true/false (SURGE_APQ; default true)")
+	apqTTL := fs.Duration("apq-ttl", envDuration(getenv, "SURGE_APQ_TTL", 24*time.Hour), "how long a persisted query stays in Redis after its last use (SURGE_APQ_TTL)")
+	apqMaxBytes := fs.Int("apq-max-bytes", envInt(getenv, "SURGE_APQ_MAX_BYTES", 32<<10), "largest document stored as a persisted query; larger ones run but are not stored (SURGE_APQ_MAX_BYTES)")
+	trusted := fs.String("trusted-documents", env("SURGE_TRUSTED_DOCUMENTS", ""), "manifest of trusted documents (JSON: id → document, or Apollo's persisted query manifest); when set, only these operations run (SURGE_TRUSTED_DOCUMENTS)")
 	cachePrefix := fs.String("cache-prefix", env("SURGE_CACHE_PREFIX", "cache"), "prefix of cache keys, to share one Redis between deployments (SURGE_CACHE_PREFIX)")
 	strategy := fs.String("seckill-strategy", env("SURGE_SECKILL_STRATEGY", "lua"), `seckill strategy: "lua" or "sync" (SURGE_SECKILL_STRATEGY)`)
 	rate := fs.Float64("seckill-rate", envFloat(getenv, "SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
@@ -174,6 +189,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			TrustedProxyHeader: strings.TrimSpace(*proxyHeader),
 			WSMaxSubscriptions: *wsSubs, WSMaxConnectionsPerIP: *wsConns,
 			CORSOrigins: splitList(*corsOrigins), CORSMaxAge: *corsMaxAge,
+			APQTTL: *apqTTL, APQMaxBytes: *apqMaxBytes, TrustedDocuments: strings.TrimSpace(*trusted),
 		}
 		if c.SeckillClaimIdle <= 0 {
 			return Config{}, fmt.Errorf("seckill-claim-idle must be positive")
@@ -214,6 +230,12 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		}
 		if c.LoginSendRateGlobal, err = parseRate("login-send-rate-global", *sendRateGlobal, productionOnly(c, defaultSendRateGlobal)); err != nil {
 			return Config{}, err
+		}
+		if c.APQ, err = parseBool("apq", *apq, true); err != nil {
+			return Config{}, err
+		}
+		if c.APQTTL <= 0 || c.APQMaxBytes <= 0 {
+			return Config{}, fmt.Errorf("apq-ttl and apq-max-bytes must be positive")
 		}
 		if err := c.parseCORS(*corsCredentials); err != nil {
 			return Config{}, err

@@ -43,6 +43,9 @@ type Options struct {
 	Registry           *prometheus.Registry // metrics registry (a fresh one if nil)
 	// Health checks each dependency; /healthz answers 200 only when all return nil.
 	Health map[string]func(context.Context) error
+	// Persisted configures operations sent by id: automatic persisted queries (Apollo) and
+	// trusted documents.
+	Persisted PersistedQueries
 	// CORS lists the browser origins, besides the endpoint's own, that may call the endpoint
 	// over HTTP and open its WebSocket. MaxBodyBytes also bounds WebSocket messages.
 	CORS CORS
@@ -104,6 +107,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.AddTransport(httpTransport{maxBody: opts.MaxBodyBytes, limits: opts.Limits})
 	queries := lru.New[*ast.QueryDocument](1000)
 	srv.SetQueryCache(queries)
+	srv.Use(persistedLookup{opts.Persisted}) // first: the limits apply to the document it finds
 	srv.Use(documentLimits{DocumentLimits: opts.Limits, accepted: queries})
 	srv.SetDisableSuggestion(!opts.Suggestions)
 	srv.SetValidationRulesFn(validationRules(opts.Introspection))
@@ -114,6 +118,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.Use(extension.FixedComplexityLimit(opts.MaxComplexity))
 	srv.Use(subscriptionsOverWebsocket{})
 	srv.Use(sideEffectLimit{})
+	srv.Use(persistedRegister{store: opts.Persisted.APQ, log: opts.Logger}) // last: only documents every check accepted
 	srv.AroundOperations(operationDeadline(opts.RequestTimeout))
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		return next(res.WithLoaders(ctx)) // batch shop(id:) and voucher(id:) lookups per operation

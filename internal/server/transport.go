@@ -60,18 +60,15 @@ func (t httpTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 		t.refuse(ctx, w, exec, mediaJSON, badRequest(http.StatusNotAcceptable, "accept application/graphql-response+json or application/json"))
 		return
 	}
-	params, reqErr := t.params(w, r)
+	req, reqErr := t.params(w, r)
 	if reqErr != nil {
 		t.refuse(ctx, w, exec, media, reqErr)
 		return
 	}
-	rc, errs := exec.CreateOperationContext(ctx, params)
+	ctx = req.context(ctx, r)
+	rc, errs := exec.CreateOperationContext(ctx, &req.RawParams)
 	if errs != nil {
-		status := http.StatusOK // the legacy application/json says 200 for GraphQL request errors
-		if media == mediaGraphQLResponse {
-			status = http.StatusBadRequest
-		}
-		writeResponse(w, media, status, requestErrors(exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs)))
+		writeResponse(w, media, requestErrorStatus(media, errs), requestErrors(exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs)))
 		return
 	}
 	if r.Method == http.MethodGet && rc.Operation.Operation != ast.Query {
@@ -83,6 +80,46 @@ func (t httpTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 	writeResponse(w, media, http.StatusOK, responses(ctx))
 }
 
+// requestErrorStatus is the status of GraphQL request errors (parse, validation, limits,
+// persisted operations): 400 under application/graphql-response+json, 200 under the legacy
+// application/json; BAD_REQUEST is 400 under both.
+func requestErrorStatus(media string, errs gqlerror.List) int {
+	if media == mediaGraphQLResponse {
+		return http.StatusBadRequest
+	}
+	for _, err := range errs {
+		if err.Extensions["code"] == CodeBadRequest {
+			return http.StatusBadRequest
+		}
+	}
+	return http.StatusOK
+}
+
+// httpParams is a GraphQL request over HTTP: gqlgen's parameters, and the documentId of
+// GraphQL over HTTP's persisted documents.
+type httpParams struct {
+	graphql.RawParams
+	DocumentID string `json:"documentId"`
+}
+
+// persisted reports whether the request names a persisted operation (by documentId or
+// Apollo's extensions.persistedQuery), which may come without its query.
+func (p *httpParams) persisted() bool {
+	return p.DocumentID != "" || p.Extensions["persistedQuery"] != nil
+}
+
+// context hands what the operation's extensions need from the HTTP request: the documentId,
+// and whether it came by GET (a mutation sent by GET is never stored as a persisted query).
+func (p *httpParams) context(ctx context.Context, r *http.Request) context.Context {
+	if p.DocumentID != "" {
+		ctx = context.WithValue(ctx, documentIDKey{}, p.DocumentID)
+	}
+	if r.Method == http.MethodGet {
+		ctx = context.WithValue(ctx, overGETKey{}, true)
+	}
+	return ctx
+}
+
 // requestError is a refusal before GraphQL: its HTTP status and a client-safe message.
 type requestError struct {
 	status int
@@ -90,9 +127,14 @@ type requestError struct {
 }
 
 func badRequest(status int, format string, args ...any) *requestError {
+	return &requestError{status: status, err: badRequestError(format, args...)}
+}
+
+// badRequestError is a BAD_REQUEST error; found before execution, it is answered 400.
+func badRequestError(format string, args ...any) *gqlerror.Error {
 	err := gqlerror.Errorf(format, args...)
 	errcode.Set(err, CodeBadRequest)
-	return &requestError{status: status, err: err}
+	return err
 }
 
 // refuse answers a request error (through the executor, so metrics and the presenter see it).
@@ -156,7 +198,7 @@ func negotiate(accept string) (media string, ok bool) {
 }
 
 // params reads the GraphQL request of r: from the URL for GET, from the JSON body for POST.
-func (t httpTransport) params(w http.ResponseWriter, r *http.Request) (*graphql.RawParams, *requestError) {
+func (t httpTransport) params(w http.ResponseWriter, r *http.Request) (*httpParams, *requestError) {
 	switch r.Method {
 	case http.MethodGet:
 		return t.paramsFromURL(r)
@@ -167,12 +209,10 @@ func (t httpTransport) params(w http.ResponseWriter, r *http.Request) (*graphql.
 	return nil, badRequest(http.StatusMethodNotAllowed, "use GET or POST")
 }
 
-func (t httpTransport) paramsFromURL(r *http.Request) (*graphql.RawParams, *requestError) {
+func (t httpTransport) paramsFromURL(r *http.Request) (*httpParams, *requestError) {
 	q := r.URL.Query()
-	if !q.Has("query") {
-		return nil, badRequest(http.StatusBadRequest, "the query parameter is missing")
-	}
-	p := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName"), Headers: r.Header}
+	p := &httpParams{DocumentID: q.Get("documentId")}
+	p.Query, p.OperationName, p.Headers = q.Get("query"), q.Get("operationName"), r.Header
 	for name, dst := range map[string]*map[string]any{"variables": &p.Variables, "extensions": &p.Extensions} {
 		if v := q.Get(name); v != "" {
 			if err := t.decodeObject([]byte(v), name, dst); err != nil {
@@ -180,10 +220,13 @@ func (t httpTransport) paramsFromURL(r *http.Request) (*graphql.RawParams, *requ
 			}
 		}
 	}
+	if !q.Has("query") && !p.persisted() {
+		return nil, badRequest(http.StatusBadRequest, "the query parameter is missing")
+	}
 	return p, nil
 }
 
-func (t httpTransport) paramsFromBody(w http.ResponseWriter, r *http.Request) (*graphql.RawParams, *requestError) {
+func (t httpTransport) paramsFromBody(w http.ResponseWriter, r *http.Request) (*httpParams, *requestError) {
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != mediaJSON {
 		return nil, badRequest(http.StatusUnsupportedMediaType, "send the request as application/json")
@@ -207,21 +250,22 @@ func (t httpTransport) paramsFromBody(w http.ResponseWriter, r *http.Request) (*
 	return t.decodeBody(body, r.Header)
 }
 
-// decodeBody parses {"query", "operationName", "variables", "extensions"} strictly: checked
-// by checkJSON, then decoded once as gqlgen does (numbers kept as json.Number); a member of the
-// wrong type fails the decode.
-func (t httpTransport) decodeBody(body []byte, h http.Header) (*graphql.RawParams, *requestError) {
+// decodeBody parses {"query", "operationName", "variables", "extensions", "documentId"}
+// strictly: checked by checkJSON, then decoded once as gqlgen does (numbers kept as
+// json.Number); a member of the wrong type fails the decode. The query may be missing when the
+// request names a persisted operation.
+func (t httpTransport) decodeBody(body []byte, h http.Header) (*httpParams, *requestError) {
 	if err := t.checkJSON(body, "the body"); err != nil {
 		return nil, err
 	}
-	p := &graphql.RawParams{}
+	p := &httpParams{}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if dec.Decode(p) != nil {
 		return nil, badRequest(http.StatusBadRequest,
 			`the body must be a JSON object: query a string, operationName a string or null, variables and extensions objects or null`)
 	}
-	if p.Query == "" {
+	if p.Query == "" && !p.persisted() {
 		return nil, badRequest(http.StatusBadRequest, "query is missing")
 	}
 	p.Headers = h
