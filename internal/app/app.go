@@ -114,6 +114,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		WebsocketConnections:   cfg.WSMaxConnectionsPerIP,
 		CORS:                   cfg.CORS(),
 		Persisted:              persisted,
+		MaxBatch:               cfg.BatchMax,
 		Playground:             playground.Handler("/query"),
 		Logger:                 a.Log,
 		Registry:               registry,

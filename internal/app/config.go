@@ -81,7 +81,10 @@ type Config struct {
 	// clients' persisted documents (GraphQL Codegen's client preset, Relay, or Apollo's
 	// format); when set, only its operations run and APQ is off.
 	TrustedDocuments string
-	CachePrefix      string // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
+	// BatchMax is SURGE_BATCH_MAX, -batch-max (0): the most operations one batched request
+	// (a JSON array, as Apollo's BatchHttpLink sends) may hold; 0 refuses batches.
+	BatchMax    int
+	CachePrefix string // SURGE_CACHE_PREFIX, -cache-prefix ("cache"): namespace of cache keys
 	// SeckillStrategy is SURGE_SECKILL_STRATEGY, -seckill-strategy: "lua" (Redis admission,
 	// asynchronous orders; default) or "sync" (one database transaction per grab).
 	SeckillStrategy string
@@ -170,6 +173,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	apqTTL := fs.Duration("apq-ttl", envDuration(getenv, "SURGE_APQ_TTL", 24*time.Hour), "how long a persisted query stays in Redis after its last use (SURGE_APQ_TTL)")
 	apqMaxBytes := fs.Int("apq-max-bytes", envInt(getenv, "SURGE_APQ_MAX_BYTES", 32<<10), "largest document stored as a persisted query; larger ones run but are not stored (SURGE_APQ_MAX_BYTES)")
 	trusted := fs.String("trusted-documents", env("SURGE_TRUSTED_DOCUMENTS", ""), "manifest of trusted documents (JSON: id → document, or Apollo's persisted query manifest); when set, only these operations run (SURGE_TRUSTED_DOCUMENTS)")
+	batchMax := fs.Int("batch-max", envInt(getenv, "SURGE_BATCH_MAX", 0), "most operations in one batched request (a JSON array); 0 refuses batches (SURGE_BATCH_MAX)")
 	cachePrefix := fs.String("cache-prefix", env("SURGE_CACHE_PREFIX", "cache"), "prefix of cache keys, to share one Redis between deployments (SURGE_CACHE_PREFIX)")
 	strategy := fs.String("seckill-strategy", env("SURGE_SECKILL_STRATEGY", "lua"), `seckill strategy: "lua" or "sync" (SURGE_SECKILL_STRATEGY)`)
 	rate := fs.Float64("seckill-rate", envFloat(getenv, "SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
@@ -190,6 +194,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			WSMaxSubscriptions: *wsSubs, WSMaxConnectionsPerIP: *wsConns,
 			CORSOrigins: splitList(*corsOrigins), CORSMaxAge: *corsMaxAge,
 			APQTTL: *apqTTL, APQMaxBytes: *apqMaxBytes, TrustedDocuments: strings.TrimSpace(*trusted),
+			BatchMax: *batchMax,
 		}
 		if c.SeckillClaimIdle <= 0 {
 			return Config{}, fmt.Errorf("seckill-claim-idle must be positive")
@@ -236,6 +241,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		}
 		if c.APQTTL <= 0 || c.APQMaxBytes <= 0 {
 			return Config{}, fmt.Errorf("apq-ttl and apq-max-bytes must be positive")
+		}
+		if c.BatchMax < 0 {
+			return Config{}, fmt.Errorf("batch-max must not be negative")
 		}
 		if err := c.parseCORS(*corsCredentials); err != nil {
 			return Config{}, err

@@ -27,6 +27,10 @@ type Options struct {
 	MaxComplexity int   // per-operation complexity budget (3000)
 	MaxDepth      int   // maximum field nesting, introspection excluded (10)
 	MaxBodyBytes  int64 // request body limit (1 MiB)
+	// MaxBatch is the most operations one batched request (a JSON array body, as Apollo's
+	// BatchHttpLink sends) may hold; they share the request's complexity budget, side effect
+	// and deadline. 0 refuses batches (BAD_REQUEST).
+	MaxBatch int
 	// Limits bound documents and variables before they are parsed and validated (2000
 	// tokens, nesting 32, 500 fields).
 	Limits DocumentLimits
@@ -104,7 +108,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	setComplexity(&cfg.Complexity)
 	srv := handler.New(gql.NewExecutableSchema(cfg))
 	srv.AddTransport(websocketTransport(res.Auth, opts))
-	srv.AddTransport(httpTransport{maxBody: opts.MaxBodyBytes, limits: opts.Limits})
+	srv.AddTransport(httpTransport{maxBody: opts.MaxBodyBytes, limits: opts.Limits, maxBatch: opts.MaxBatch})
 	queries := lru.New[*ast.QueryDocument](1000)
 	srv.SetQueryCache(queries)
 	srv.Use(persistedLookup{opts.Persisted}) // first: the limits apply to the document it finds
@@ -118,6 +122,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.Use(extension.FixedComplexityLimit(opts.MaxComplexity))
 	srv.Use(subscriptionsOverWebsocket{})
 	srv.Use(sideEffectLimit{})
+	srv.Use(batchLimits{maxComplexity: opts.MaxComplexity})                 // after the per-operation limits
 	srv.Use(persistedRegister{store: opts.Persisted.APQ, log: opts.Logger}) // last: only documents every check accepted
 	srv.AroundOperations(operationDeadline(opts.RequestTimeout))
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
