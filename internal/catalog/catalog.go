@@ -130,9 +130,8 @@ func (s *Service) ShopVouchers(ctx context.Context, shopID int) ([]*ent.Voucher,
 
 // CreateShop validates and inserts a shop.
 func (s *Service) CreateShop(ctx context.Context, in ent.CreateShopInput) (*ent.Shop, error) {
-	in.Name = strings.TrimSpace(in.Name)
-	if in.Name == "" {
-		return nil, apperr.Invalid("name", "name must not be empty")
+	if err := trimName(&in.Name); err != nil {
+		return nil, err
 	}
 	if err := s.checkShopType(ctx, in.TypeID); err != nil {
 		return nil, err
@@ -176,12 +175,8 @@ func writeThrough[V any](ctx context.Context, s *Service, c *cache.Cache[V], key
 
 // UpdateShop validates and applies a partial update; an unknown shop is NOT_FOUND.
 func (s *Service) UpdateShop(ctx context.Context, id int, in ent.UpdateShopInput) (*ent.Shop, error) {
-	if in.Name != nil {
-		name := strings.TrimSpace(*in.Name)
-		if name == "" {
-			return nil, apperr.Invalid("name", "name must not be empty")
-		}
-		in.Name = &name
+	if err := trimName(in.Name); err != nil {
+		return nil, err
 	}
 	if in.TypeID != nil {
 		if err := s.checkShopType(ctx, *in.TypeID); err != nil {
@@ -210,9 +205,8 @@ const shopTypesKey = "all"
 
 // CreateShopType validates and inserts a shop type; the cached list follows at once.
 func (s *Service) CreateShopType(ctx context.Context, in ent.CreateShopTypeInput) (*ent.ShopType, error) {
-	in.Name = strings.TrimSpace(in.Name)
-	if in.Name == "" {
-		return nil, apperr.Invalid("name", "name must not be empty")
+	if err := trimName(&in.Name); err != nil {
+		return nil, err
 	}
 	var st *ent.ShopType
 	err := writeThrough(ctx, s, s.shopTypes, shopTypesKey, func(ctx context.Context) (err error) {
@@ -228,12 +222,8 @@ func (s *Service) CreateShopType(ctx context.Context, in ent.CreateShopTypeInput
 // UpdateShopType validates and applies a partial update; an unknown type is NOT_FOUND. The
 // cached list follows at once.
 func (s *Service) UpdateShopType(ctx context.Context, id int, in ent.UpdateShopTypeInput) (*ent.ShopType, error) {
-	if in.Name != nil {
-		name := strings.TrimSpace(*in.Name)
-		if name == "" {
-			return nil, apperr.Invalid("name", "name must not be empty")
-		}
-		in.Name = &name
+	if err := trimName(in.Name); err != nil {
+		return nil, err
 	}
 	var st *ent.ShopType
 	err := writeThrough(ctx, s, s.shopTypes, shopTypesKey, func(ctx context.Context) (err error) {
@@ -247,6 +237,18 @@ func (s *Service) UpdateShopType(ctx context.Context, id int, in ent.UpdateShopT
 		return nil, FromEnt(err)
 	}
 	return st, nil
+}
+
+// trimName trims a shop's or shop type's name in place (nil: not being changed) and refuses
+// one left empty.
+func trimName(name *string) error {
+	if name == nil {
+		return nil
+	}
+	if *name = strings.TrimSpace(*name); *name == "" {
+		return apperr.Invalid("name", "name must not be empty")
+	}
+	return nil
 }
 
 func (s *Service) checkShopType(ctx context.Context, id int) error {

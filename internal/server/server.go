@@ -1,5 +1,8 @@
 // Package server assembles the HTTP surface: the GraphQL endpoint with its protections, the
-// playground, health and metrics.
+// playground, health and metrics. Besides GraphQL over HTTP (transport.go) and WebSocket
+// (websocket.go), the endpoint serves web apps on other origins (CORS, cors.go), operations
+// sent by id (automatic persisted queries stored in Redis, apqstore.go, or a trusted-documents
+// manifest, trusted.go; persisted.go) and, opt-in, batches of operations (batch.go).
 package server
 
 import (
