@@ -168,3 +168,20 @@ func TestParseConfigCORS(t *testing.T) {
 		}
 	}
 }
+
+// Issue 13, items 2 and 3: APQ on by default (24 h, 32 KiB), no trusted documents, batches off.
+func TestParseConfigPersistedAndBatches(t *testing.T) {
+	c, err := ParseConfig(nil, envOf(nil))
+	if err != nil || !c.APQ || c.APQTTL != 24*time.Hour || c.APQMaxBytes != 32<<10 || c.TrustedDocuments != "" || c.BatchMax != 0 {
+		t.Fatalf("defaults: %+v %v", c, err)
+	}
+	c, err = ParseConfig([]string{"-apq=false", "-batch-max", "5", "-trusted-documents", "m.json"}, envOf(map[string]string{"SURGE_APQ_TTL": "1h"}))
+	if err != nil || c.APQ || c.APQTTL != time.Hour || c.BatchMax != 5 || c.TrustedDocuments != "m.json" {
+		t.Fatalf("set: %+v %v", c, err)
+	}
+	for _, bad := range []map[string]string{{"SURGE_BATCH_MAX": "-1"}, {"SURGE_APQ_TTL": "0s"}, {"SURGE_APQ_MAX_BYTES": "-5"}, {"SURGE_APQ": "sometimes"}} {
+		if _, err := ParseConfig(nil, envOf(bad)); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
