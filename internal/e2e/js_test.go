@@ -15,24 +15,36 @@ import (
 	"github.com/surgekit/surge/internal/browsertest"
 )
 
-// jsClients is the directory whose node_modules hold the JavaScript clients the tests drive
-// (Apollo Client, graphql-ws, ws), installed once by scripts/ensure-js-clients.sh.
-var jsClients = sync.OnceValues(func() (string, error) {
+// jsTools are the directories of the JavaScript tools the tests drive, installed once by
+// scripts/ensure-js-clients.sh: SURGE_JS_CLIENTS_DIR (Apollo Client, graphql-ws, ws) and
+// SURGE_CODEGEN_DIR (GraphQL Codegen and its client preset).
+var jsTools = sync.OnceValues(func() (map[string]string, error) {
 	out, err := exec.Command("bash", "../../scripts/ensure-js-clients.sh").Output()
 	if err != nil {
-		return "", errors.New("scripts/ensure-js-clients.sh: " + err.Error() + " " + exitStderr(err))
+		return nil, errors.New("scripts/ensure-js-clients.sh: " + err.Error() + " " + exitStderr(err))
 	}
-	return strings.TrimPrefix(strings.TrimSpace(string(out)), "SURGE_JS_CLIENTS_DIR="), nil
+	dirs := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			dirs[k] = v
+		}
+	}
+	return dirs, nil
 })
 
-func jsClientsDir(t *testing.T) string {
+func jsTool(t *testing.T, name string) string {
 	t.Helper()
-	dir, err := jsClients()
+	dirs, err := jsTools()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dir
+	if dirs[name] == "" {
+		t.Fatalf("scripts/ensure-js-clients.sh printed no %s", name)
+	}
+	return dirs[name]
 }
+
+func jsClientsDir(t *testing.T) string { return jsTool(t, "SURGE_JS_CLIENTS_DIR") }
 
 // runNode runs the ES module script with Node, resolving packages from the JS clients'
 // directory, with args as process.argv[2:]; it decodes the single JSON line the script prints

@@ -12,11 +12,14 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	gql "github.com/surgekit/surge/graph"
 	"github.com/surgekit/surge/internal/testenv"
 )
 
@@ -204,7 +207,8 @@ func TestPersistedQueryRules(t *testing.T) {
 	if stored(sha256Hex("something else")) || stored(sha256Hex(q)) {
 		t.Error("a query stored under a hash that does not match it")
 	}
-	if r := e.apqPost(q, sha256Hex(q), nil); r.Status != http.StatusOK || len(r.Errors) > 0 {
+	// The client preset's "sha256:" form of the hash is the same hash.
+	if r := e.apqPost(q, "sha256:"+sha256Hex(q), nil); r.Status != http.StatusOK || len(r.Errors) > 0 {
 		t.Fatalf("register: %d %s", r.Status, r.Raw)
 	}
 	if ttl := rdb.TTL(context.Background(), e.app.Config.CachePrefix+":apq:"+sha256Hex(q)).Val(); ttl <= 0 || ttl > 90*time.Second {
@@ -249,23 +253,61 @@ func TestPersistedQueryRules(t *testing.T) {
 	}
 }
 
-// TestTrustedDocuments runs a production server on a manifest in GraphQL Codegen's client-preset
-// format ({hash: document}), and one in Apollo's persisted query manifest format.
-func TestTrustedDocuments(t *testing.T) {
-	codegen := map[string]string{
-		sha256Hex(shopTypesQuery): shopTypesQuery,
-		sha256Hex(stockSub):       stockSub,
-	}
-	manifest := filepath.Join(t.TempDir(), "persisted-documents.json")
-	raw, _ := json.Marshal(codegen)
-	if err := os.WriteFile(manifest, raw, 0o644); err != nil {
+// codegenManifest runs GraphQL Codegen's client preset with persistedDocuments over documents,
+// against the served schema (graph.SDL: what surge schema prints), and returns the path of the
+// persisted-documents.json it writes and its ids by operation name.
+func codegenManifest(t *testing.T, documents string) (string, map[string]string) {
+	t.Helper()
+	dir, err := os.MkdirTemp(jsTool(t, "SURGE_CODEGEN_DIR"), "run-") // the preset resolves from here
+	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	config := `{"schema": "schema.graphql", "documents": ["operations.graphql"],
+	  "generates": {"gql/": {"preset": "client", "presetConfig": {"persistedDocuments": true}}}}`
+	for name, content := range map[string]string{"schema.graphql": gql.SDL(), "operations.graphql": documents, "codegen.json": config} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(filepath.Join(dir, "../node_modules/.bin/graphql-codegen"), "--config", "codegen.json")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("graphql-codegen: %v\n%s", err, out)
+	}
+	manifest := filepath.Join(dir, "gql/persisted-documents.json")
+	raw, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs map[string]string
+	if err := json.Unmarshal(raw, &docs); err != nil {
+		t.Fatalf("persisted-documents.json: %v\n%s", err, raw)
+	}
+	ids := map[string]string{}
+	for id, doc := range docs {
+		if m := operationName.FindStringSubmatch(doc); m != nil {
+			ids[m[1]] = id
+		}
+	}
+	return manifest, ids
+}
+
+var operationName = regexp.MustCompile(`^(?:query|mutation|subscription)\s+(\w+)`)
+
+// TestTrustedDocuments runs a production server on the manifest GraphQL Codegen's client preset
+// writes ({"sha256:<hash>": document}), and one in Apollo's persisted query manifest format.
+func TestTrustedDocuments(t *testing.T) {
+	manifest, ids := codegenManifest(t, shopTypesQuery+"\n"+`subscription Stock($v: ID!) { voucherStock(voucherId: $v) }`)
+	if len(ids) != 2 || !strings.HasPrefix(ids["ShopTypes"], "sha256:") {
+		t.Fatalf("the client preset's manifest: ids %v", ids)
 	}
 	e := startWith(t, map[string]string{"SURGE_TRUSTED_DOCUMENTS": manifest})
 
 	res := runApollo(t, e.url+"/query",
-		// The client preset's documents carry their hash: one request, no query text.
-		apolloStep{Query: shopTypesQuery, IDs: map[string]string{"ShopTypes": sha256Hex(shopTypesQuery)}},
+		// The client preset's documents carry their hash (document.__meta__.hash), which
+		// Apollo's link sends: one request, no query text.
+		apolloStep{Query: shopTypesQuery, IDs: map[string]string{"ShopTypes": ids["ShopTypes"]}},
 		// A document the manifest does not hold: refused, and the link does not fall back.
 		apolloStep{Query: firstShopQuery},
 	)
@@ -284,11 +326,11 @@ func TestTrustedDocuments(t *testing.T) {
 	}
 	e.ok("", shopTypesQuery, nil)
 	// documentId (GraphQL over HTTP's persisted documents), by POST and GET.
-	body, _ := json.Marshal(map[string]any{"documentId": sha256Hex(shopTypesQuery)})
+	body, _ := json.Marshal(map[string]any{"documentId": ids["ShopTypes"]})
 	if r := e.send(mustRequest(http.MethodPost, e.url+"/query", body, "application/json")); len(list(r.Data, "shopTypes")) != 10 {
 		t.Errorf("documentId by POST: %s", r.Raw)
 	}
-	req, _ := http.NewRequest(http.MethodGet, e.url+"/query?documentId="+sha256Hex(shopTypesQuery), nil)
+	req, _ := http.NewRequest(http.MethodGet, e.url+"/query?documentId="+url.QueryEscape(ids["ShopTypes"]), nil)
 	if r := e.send(req); len(list(r.Data, "shopTypes")) != 10 {
 		t.Errorf("documentId by GET: %s", r.Raw)
 	}
@@ -302,14 +344,14 @@ func TestTrustedDocuments(t *testing.T) {
 	}
 	c.send(map[string]any{"id": "trusted", "type": "subscribe", "payload": map[string]any{
 		"variables": map[string]any{"v": itoa(v)}, "extensions": map[string]any{
-			"persistedQuery": map[string]any{"version": 1, "sha256Hash": sha256Hex(stockSub)}}}})
+			"persistedQuery": map[string]any{"version": 1, "sha256Hash": ids["Stock"]}}}})
 	if got := c.nextData("trusted", "voucherStock"); got != float64(2) {
 		t.Errorf("trusted subscription: %v", got)
 	}
 
 	// Apollo's manifest format (generate-persisted-query-manifest) with ids of any shape.
 	apollo := filepath.Join(t.TempDir(), "persisted-query-manifest.json")
-	raw, _ = json.Marshal(map[string]any{"format": "apollo-persisted-query-manifest", "version": 1,
+	raw, _ := json.Marshal(map[string]any{"format": "apollo-persisted-query-manifest", "version": 1,
 		"operations": []map[string]any{{"id": "types-v1", "name": "ShopTypes", "type": "query", "body": shopTypesQuery}}})
 	if err := os.WriteFile(apollo, raw, 0o644); err != nil {
 		t.Fatal(err)

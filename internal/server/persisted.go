@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
@@ -92,7 +93,7 @@ type overGETKey struct{}
 
 func (l persistedLookup) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
 	documentID, _ := ctx.Value(documentIDKey{}).(string)
-	hash, err := apqHash(p)
+	hash, err := l.apqHash(p)
 	if err != nil {
 		return err
 	}
@@ -149,13 +150,16 @@ func (l persistedLookup) trusted(p *graphql.RawParams, documentID, hash string) 
 const maxIDInMessage = 80
 
 // apqHash reads extensions.persistedQuery: "" when absent.
-func apqHash(p *graphql.RawParams) (string, *gqlerror.Error) {
+func (l persistedLookup) apqHash(p *graphql.RawParams) (string, *gqlerror.Error) {
 	raw, ok := p.Extensions["persistedQuery"]
 	if !ok || raw == nil {
 		return "", nil
 	}
 	pq, _ := raw.(map[string]any)
 	hash, _ := pq["sha256Hash"].(string)
+	if l.Trusted == nil { // an APQ hash is the query's SHA-256, with or without its prefix
+		hash = strings.TrimPrefix(hash, sha256Prefix)
+	}
 	if hash == "" {
 		return "", badRequestError("extensions.persistedQuery needs a sha256Hash and version 1")
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
@@ -91,9 +92,21 @@ func manifestDocuments(data []byte) (map[string]string, error) {
 // Len is the number of documents.
 func (t *TrustedDocuments) Len() int { return len(t.byID) }
 
-// document returns the document of id.
+// sha256Prefix marks a SHA-256 id in GraphQL over HTTP's persisted documents: GraphQL
+// Codegen's client preset writes and sends its ids so, Apollo's link sends the bare hex.
+const sha256Prefix = "sha256:"
+
+// document returns the document of id, which may carry sha256Prefix or not whichever way
+// the manifest writes it.
 func (t *TrustedDocuments) document(id string) (string, bool) {
-	doc, ok := t.byID[id]
+	if doc, ok := t.byID[id]; ok {
+		return doc, true
+	}
+	if bare, prefixed := strings.CutPrefix(id, sha256Prefix); prefixed {
+		doc, ok := t.byID[bare]
+		return doc, ok
+	}
+	doc, ok := t.byID[sha256Prefix+id]
 	return doc, ok
 }
 
