@@ -142,8 +142,21 @@ const (
 	firstShopQuery = `query FirstShop { shops(first: 1) { totalCount } }`
 )
 
+// cleanAPQ deletes the persisted queries a test's servers stored (they would expire anyway).
+func cleanAPQ(t *testing.T, e *env) {
+	rdb := testenv.Redis(t)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := rdb.Scan(ctx, 0, e.app.Config.CachePrefix+":apq:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+	})
+}
+
 func TestApolloPersistedQueries(t *testing.T) {
 	e := start(t)
+	cleanAPQ(t, e)
 	other := e.another() // a second server of the deployment: one store in Redis
 	res := runApollo(t, e.url+"/query",
 		apolloStep{Query: shopTypesQuery},
@@ -196,6 +209,7 @@ func (e *env) apqPost(query, hash string, vars map[string]any) *result {
 // documents that are too large or invalid (never stored), mutations over GET, and APQ turned off.
 func TestPersistedQueryRules(t *testing.T) {
 	e := startWith(t, map[string]string{"SURGE_APQ_MAX_BYTES": "200", "SURGE_APQ_TTL": "90s"})
+	cleanAPQ(t, e)
 	rdb := testenv.Redis(t)
 	stored := func(hash string) bool {
 		return rdb.Exists(context.Background(), e.app.Config.CachePrefix+":apq:"+hash).Val() == 1
