@@ -9,13 +9,14 @@ test: services vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## services: make sure the real services the tests use are installed and running, and the
-## graphql-http audit (npm) is installed
+## graphql-http audit and the JavaScript clients the tests drive (npm) are installed
 services:
 	bash scripts/ensure-redis.sh
 	bash scripts/ensure-redis-cluster.sh
 	bash scripts/ensure-mariadb.sh
 	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-graphql-http.sh
+	bash scripts/ensure-js-clients.sh
 
 vet:
 	$(GO) vet ./...

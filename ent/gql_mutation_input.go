@@ -131,3 +131,59 @@ func (c *ShopUpdateOne) SetInput(i UpdateShopInput) *ShopUpdateOne {
 	i.Mutate(c.Mutation())
 	return c
 }
+
+// CreateShopTypeInput represents a mutation input for creating shoptypes.
+type CreateShopTypeInput struct {
+	Name string
+	Icon *string
+	Sort *int
+}
+
+// Mutate applies the CreateShopTypeInput on the ShopTypeMutation builder.
+func (i *CreateShopTypeInput) Mutate(m *ShopTypeMutation) {
+	m.SetName(i.Name)
+	if v := i.Icon; v != nil {
+		m.SetIcon(*v)
+	}
+	if v := i.Sort; v != nil {
+		m.SetSort(*v)
+	}
+}
+
+// SetInput applies the change-set in the CreateShopTypeInput on the ShopTypeCreate builder.
+func (c *ShopTypeCreate) SetInput(i CreateShopTypeInput) *ShopTypeCreate {
+	i.Mutate(c.Mutation())
+	return c
+}
+
+// UpdateShopTypeInput represents a mutation input for updating shoptypes.
+type UpdateShopTypeInput struct {
+	Name *string
+	Icon *string
+	Sort *int
+}
+
+// Mutate applies the UpdateShopTypeInput on the ShopTypeMutation builder.
+func (i *UpdateShopTypeInput) Mutate(m *ShopTypeMutation) {
+	if v := i.Name; v != nil {
+		m.SetName(*v)
+	}
+	if v := i.Icon; v != nil {
+		m.SetIcon(*v)
+	}
+	if v := i.Sort; v != nil {
+		m.SetSort(*v)
+	}
+}
+
+// SetInput applies the change-set in the UpdateShopTypeInput on the ShopTypeUpdate builder.
+func (c *ShopTypeUpdate) SetInput(i UpdateShopTypeInput) *ShopTypeUpdate {
+	i.Mutate(c.Mutation())
+	return c
+}
+
+// SetInput applies the change-set in the UpdateShopTypeInput on the ShopTypeUpdateOne builder.
+func (c *ShopTypeUpdateOne) SetInput(i UpdateShopTypeInput) *ShopTypeUpdateOne {
+	i.Mutate(c.Mutation())
+	return c
+}

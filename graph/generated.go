@@ -55,12 +55,14 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		CreateShop     func(childComplexity int, input ent.CreateShopInput) int
+		CreateShopType func(childComplexity int, input ent.CreateShopTypeInput) int
 		CreateVoucher  func(childComplexity int, input model.CreateVoucherInput) int
 		Login          func(childComplexity int, phone string, code string) int
 		Logout         func(childComplexity int) int
 		SeckillVoucher func(childComplexity int, voucherID int) int
 		SendLoginCode  func(childComplexity int, phone string) int
 		UpdateShop     func(childComplexity int, id int, input ent.UpdateShopInput) int
+		UpdateShopType func(childComplexity int, id int, input ent.UpdateShopTypeInput) int
 		UpdateVoucher  func(childComplexity int, id int, input catalog.VoucherUpdate) int
 	}
 
@@ -201,6 +203,8 @@ type MutationResolver interface {
 	SendLoginCode(ctx context.Context, phone string) (*model.SendLoginCodePayload, error)
 	Login(ctx context.Context, phone string, code string) (*model.LoginPayload, error)
 	Logout(ctx context.Context) (bool, error)
+	CreateShopType(ctx context.Context, input ent.CreateShopTypeInput) (*ent.ShopType, error)
+	UpdateShopType(ctx context.Context, id int, input ent.UpdateShopTypeInput) (*ent.ShopType, error)
 	CreateShop(ctx context.Context, input ent.CreateShopInput) (*ent.Shop, error)
 	UpdateShop(ctx context.Context, id int, input ent.UpdateShopInput) (*ent.Shop, error)
 	CreateVoucher(ctx context.Context, input model.CreateVoucherInput) (*ent.Voucher, error)
@@ -276,6 +280,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateShop(childComplexity, args["input"].(ent.CreateShopInput)), true
+	case "Mutation.createShopType":
+		if e.ComplexityRoot.Mutation.CreateShopType == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createShopType_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateShopType(childComplexity, args["input"].(ent.CreateShopTypeInput)), true
 	case "Mutation.createVoucher":
 		if e.ComplexityRoot.Mutation.CreateVoucher == nil {
 			break
@@ -337,6 +352,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateShop(childComplexity, args["id"].(int), args["input"].(ent.UpdateShopInput)), true
+	case "Mutation.updateShopType":
+		if e.ComplexityRoot.Mutation.UpdateShopType == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateShopType_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateShopType(childComplexity, args["id"].(int), args["input"].(ent.UpdateShopTypeInput)), true
 	case "Mutation.updateVoucher":
 		if e.ComplexityRoot.Mutation.UpdateVoucher == nil {
 			break
@@ -938,6 +964,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalMap := graphql.BuildUnmarshalerMap(
 		ec.unmarshalInputCreateShopInput,
+		ec.unmarshalInputCreateShopTypeInput,
 		ec.unmarshalInputCreateVoucherInput,
 		ec.unmarshalInputSeckillOrderOrder,
 		ec.unmarshalInputSeckillOrderWhereInput,
@@ -946,6 +973,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		ec.unmarshalInputShopTypeWhereInput,
 		ec.unmarshalInputShopWhereInput,
 		ec.unmarshalInputUpdateShopInput,
+		ec.unmarshalInputUpdateShopTypeInput,
 		ec.unmarshalInputUpdateVoucherInput,
 		ec.unmarshalInputUserOrder,
 		ec.unmarshalInputUserWhereInput,
@@ -1413,6 +1441,20 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 
 // region    ***************************** args.gotpl *****************************
 
+func (ec *executionContext) field_Mutation_createShopType_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (ent.CreateShopTypeInput, error) {
+			return ec.unmarshalNCreateShopTypeInput2githubᚗcomᚋsurgekitᚋsurgeᚋentᚐCreateShopTypeInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createShop_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1488,6 +1530,28 @@ func (ec *executionContext) field_Mutation_sendLoginCode_args(ctx context.Contex
 		return nil, err
 	}
 	args["phone"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateShopType_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (ent.UpdateShopTypeInput, error) {
+			return ec.unmarshalNUpdateShopTypeInput2githubᚗcomᚋsurgekitᚋsurgeᚋentᚐUpdateShopTypeInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
 	return args, nil
 }
 
@@ -1984,6 +2048,94 @@ func (ec *executionContext) _Mutation_logout(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Mutation_logout(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Mutation", field, true, true, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Mutation_createShopType(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createShopType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateShopType(ctx, fc.Args["input"].(ent.CreateShopTypeInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.ShopType) graphql.Marshaler {
+			return ec.marshalNShopType2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐShopType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createShopType(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ShopType(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createShopType_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateShopType(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateShopType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateShopType(ctx, fc.Args["id"].(int), fc.Args["input"].(ent.UpdateShopTypeInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.ShopType) graphql.Marshaler {
+			return ec.marshalNShopType2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐShopType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateShopType(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ShopType(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateShopType_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Mutation_createShop(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -5762,6 +5914,50 @@ func (ec *executionContext) unmarshalInputCreateShopInput(ctx context.Context, o
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputCreateShopTypeInput(ctx context.Context, obj any) (ent.CreateShopTypeInput, error) {
+	var it ent.CreateShopTypeInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "icon", "sort"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "icon":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("icon"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Icon = data
+		case "sort":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sort"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Sort = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputCreateVoucherInput(ctx context.Context, obj any) (model.CreateVoucherInput, error) {
 	var it model.CreateVoucherInput
 	if obj == nil {
@@ -7855,6 +8051,50 @@ func (ec *executionContext) unmarshalInputUpdateShopInput(ctx context.Context, o
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputUpdateShopTypeInput(ctx context.Context, obj any) (ent.UpdateShopTypeInput, error) {
+	var it ent.UpdateShopTypeInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "icon", "sort"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "icon":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("icon"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Icon = data
+		case "sort":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sort"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Sort = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context, obj any) (catalog.VoucherUpdate, error) {
 	var it catalog.VoucherUpdate
 	if obj == nil {
@@ -9583,6 +9823,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "createShopType":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createShopType(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateShopType":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateShopType(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createShop":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createShop(ctx, field)
@@ -11280,6 +11534,11 @@ func (ec *executionContext) unmarshalNCreateShopInput2githubᚗcomᚋsurgekitᚋ
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNCreateShopTypeInput2githubᚗcomᚋsurgekitᚋsurgeᚋentᚐCreateShopTypeInput(ctx context.Context, v any) (ent.CreateShopTypeInput, error) {
+	res, err := ec.unmarshalInputCreateShopTypeInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNCreateVoucherInput2githubᚗcomᚋsurgekitᚋsurgeᚋgraphᚋmodelᚐCreateVoucherInput(ctx context.Context, v any) (model.CreateVoucherInput, error) {
 	res, err := ec.unmarshalInputCreateVoucherInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -11548,6 +11807,10 @@ func (ec *executionContext) marshalNShopOrderField2ᚖgithubᚗcomᚋsurgekitᚋ
 	return v
 }
 
+func (ec *executionContext) marshalNShopType2githubᚗcomᚋsurgekitᚋsurgeᚋentᚐShopType(ctx context.Context, sel ast.SelectionSet, v ent.ShopType) graphql.Marshaler {
+	return ec._ShopType(ctx, sel, &v)
+}
+
 func (ec *executionContext) marshalNShopType2ᚕᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐShopTypeᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.ShopType) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -11634,6 +11897,11 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 
 func (ec *executionContext) unmarshalNUpdateShopInput2githubᚗcomᚋsurgekitᚋsurgeᚋentᚐUpdateShopInput(ctx context.Context, v any) (ent.UpdateShopInput, error) {
 	res, err := ec.unmarshalInputUpdateShopInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNUpdateShopTypeInput2githubᚗcomᚋsurgekitᚋsurgeᚋentᚐUpdateShopTypeInput(ctx context.Context, v any) (ent.UpdateShopTypeInput, error) {
+	res, err := ec.unmarshalInputUpdateShopTypeInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 

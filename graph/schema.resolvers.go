@@ -46,6 +46,22 @@ func (r *mutationResolver) Logout(ctx context.Context) (bool, error) {
 	return r.Auth.Logout(ctx, auth.TokenFromContext(ctx))
 }
 
+// CreateShopType is the resolver for the createShopType field.
+func (r *mutationResolver) CreateShopType(ctx context.Context, input ent.CreateShopTypeInput) (*ent.ShopType, error) {
+	if _, err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	return r.Catalog.CreateShopType(ctx, input)
+}
+
+// UpdateShopType is the resolver for the updateShopType field.
+func (r *mutationResolver) UpdateShopType(ctx context.Context, id int, input ent.UpdateShopTypeInput) (*ent.ShopType, error) {
+	if _, err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	return r.Catalog.UpdateShopType(ctx, id, input)
+}
+
 // CreateShop is the resolver for the createShop field.
 func (r *mutationResolver) CreateShop(ctx context.Context, input ent.CreateShopInput) (*ent.Shop, error) {
 	if _, err := requireAdmin(ctx); err != nil {

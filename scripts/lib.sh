@@ -82,3 +82,33 @@ redis_pong() {
 shell_quote() {
 	printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"
 }
+
+# npm_has DIR PKG VERSION: true if DIR/node_modules holds PKG at exactly VERSION.
+npm_has() {
+	[ -f "$1/node_modules/$2/package.json" ] &&
+		node -e 'process.exit(require(process.argv[1]).version === process.argv[2] ? 0 : 1)' \
+			"$1/node_modules/$2/package.json" "$3"
+}
+
+# npm_ensure DIR PKG@VERSION...: install the exact versions into DIR (a cache directory, never
+# the repository) unless all are there already. Needs node and npm; the npm registry must be
+# reachable for the first run.
+npm_ensure() {
+	local dir=$1 spec missing=
+	shift
+	command -v node >/dev/null 2>&1 || die "node not found: install Node.js 18 or newer (apt-get install nodejs npm)"
+	command -v npm >/dev/null 2>&1 || die "npm not found: install npm (apt-get install npm)"
+	for spec in "$@"; do
+		npm_has "$dir" "${spec%@*}" "${spec##*@}" || missing=1
+	done
+	[ -z "$missing" ] && return 0
+	mkdir -p "$dir"
+	local log="$dir/npm-install.log"
+	: >"$log"
+	[ -f "$dir/package.json" ] || printf '{"private":true}\n' >"$dir/package.json"
+	run_logged "$log" npm install --prefix "$dir" --no-audit --no-fund --silent "$@"
+	for spec in "$@"; do
+		npm_has "$dir" "${spec%@*}" "${spec##*@}" ||
+			die "${spec%@*} ${spec##*@} still missing in $dir after npm install (log: $log)"
+	done
+}

@@ -4,6 +4,7 @@
 //	surge reconcile [-fix] [-voucher id,...] [-json]
 //	                        compare the seckill state in Redis with MySQL, and repair it
 //	surge bench <scenario>  measure the cache, ids, locks and the flash sale (internal/bench)
+//	surge schema            print the GraphQL schema (SDL), for client code generators
 //
 // With no configuration it runs on the embedded default: in-process Redis and a SQLite file
 // in ./data, demo data seeded, dev mode. See README.md for every variable and flag.
@@ -14,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	gql "github.com/surgekit/surge/graph"
 	"github.com/surgekit/surge/internal/app"
 	"github.com/surgekit/surge/internal/bench"
 )
@@ -47,6 +50,8 @@ func main() {
 		os.Exit(reconcile(args, os.Stdout, os.Stderr, log))
 	case "bench":
 		err = bench.Command(args)
+	case "schema":
+		err = printSchema(args, os.Stdout)
 	case "help":
 		usage()
 		return
@@ -68,13 +73,25 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage: surge [serve] [flags]
        surge reconcile [-fix] [-voucher id,...] [-json] [flags]
        surge bench <scenario> [flags]
+       surge schema
 
   serve      run the GraphQL server (default); "surge serve -h" lists the flags
   reconcile  compare each seckill voucher's state in Redis with MySQL; -fix rebuilds the
              vouchers that disagree. Exit 0 all OK or fixed, 1 problems left, 2 usage or
              connection error. Needs SURGE_REDIS_ADDRS and SURGE_MYSQL_DSN; "surge reconcile -h"
   bench      measure the cache, ids and locks on a real Redis, load-test the flash sale
-             (seckill, drain): "surge bench" lists the scenarios`)
+             (seckill, drain): "surge bench" lists the scenarios
+  schema     print the GraphQL schema (SDL) the server serves, for client code generators
+             (introspection is off in production)`)
+}
+
+// printSchema writes the served schema's SDL: what a dev server's introspection returns.
+func printSchema(args []string, w io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("schema takes no arguments (redirect its output to a file)")
+	}
+	_, err := io.WriteString(w, gql.SDL())
+	return err
 }
 
 func serve(args []string, log *slog.Logger) error {

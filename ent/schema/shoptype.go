@@ -3,6 +3,7 @@ package schema
 import (
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
+	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
 )
@@ -25,4 +26,10 @@ func (ShopType) Edges() []ent.Edge {
 		// A type's shops are paged through Query.shops(where: {typeID: …}).
 		edge.To("shops", Shop.Type).Annotations(entgql.Skip(entgql.SkipAll)),
 	}
+}
+
+func (ShopType) Annotations() []schema.Annotation {
+	// createShopType and updateShopType take the generated inputs: a fresh database gets its
+	// first shop type, and so its first shop, through the API.
+	return []schema.Annotation{entgql.Mutations(entgql.MutationCreate(), entgql.MutationUpdate())}
 }

@@ -110,6 +110,10 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		StockThrottle: throttle, Logger: a.Log, Registerer: registry, OnError: gql.SubscriptionFailed,
 	})
 	a.closers = append(a.closers, func() error { a.Live.Close(); return nil })
+	persisted, err := a.persistedQueries()
+	if err != nil {
+		return nil, err
+	}
 	res := &gql.Resolver{DB: a.DB.Ent, Auth: a.Auth, Catalog: a.Catalog, Seckill: a.Seckill, Live: a.Live, Log: a.Log}
 	a.Handler = server.New(res, server.Options{
 		Introspection:          cfg.Introspection,
@@ -121,6 +125,9 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		TrustedProxyHeader:     cfg.TrustedProxyHeader,
 		WebsocketSubscriptions: cfg.WSMaxSubscriptions,
 		WebsocketConnections:   cfg.WSMaxConnectionsPerIP,
+		CORS:                   cfg.CORS(),
+		Persisted:              persisted,
+		MaxBatch:               cfg.BatchMax,
 		Playground:             playground.Handler("/query"),
 		Logger:                 a.Log,
 		Registry:               registry,
@@ -130,6 +137,25 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		},
 	})
 	return a, nil
+}
+
+// persistedQueries loads the trusted documents, or sets up the APQ store in Redis.
+func (a *App) persistedQueries() (server.PersistedQueries, error) {
+	cfg := a.Config
+	if cfg.TrustedDocuments != "" {
+		docs, err := server.LoadTrustedDocuments(cfg.TrustedDocuments)
+		if err != nil {
+			return server.PersistedQueries{}, err
+		}
+		a.Log.Info("trusted documents: only these operations run", "documents", docs.Len(), "manifest", cfg.TrustedDocuments)
+		return server.PersistedQueries{Trusted: docs}, nil
+	}
+	if !cfg.APQ {
+		return server.PersistedQueries{}, nil
+	}
+	return server.PersistedQueries{APQ: server.NewAPQStore(a.Redis, server.APQOptions{
+		Prefix: cfg.Namespace, TTL: cfg.APQTTL, MaxBytes: cfg.APQMaxBytes,
+	})}, nil
 }
 
 // Connect opens only what command-line tools need: Redis and the database of cfg, which must

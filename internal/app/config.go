@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/surgekit/surge/internal/auth"
+	"github.com/surgekit/surge/internal/server"
 	"github.com/surgekit/surge/internal/store"
 	"github.com/surgekit/surge/seckill"
 )
@@ -69,6 +70,29 @@ type Config struct {
 	// Warnings are configuration problems that do not stop the server (deprecated variables);
 	// the server logs them at start.
 	Warnings []string
+	// CORSOrigins is SURGE_CORS_ORIGINS, -cors-origins: the browser origins, besides the
+	// server's own, that may call the API and open its WebSocket ("https://app.example.com",
+	// globs such as "https://*.example.com", or "*"). Dev default: http://localhost:* and
+	// http://127.0.0.1:* (a local front-end dev server); production: none.
+	CORSOrigins []string
+	// CORSCredentials is SURGE_CORS_CREDENTIALS, -cors-credentials (false): allow requests
+	// made with credentials (cookies); not with "*". CORSMaxAge is SURGE_CORS_MAX_AGE,
+	// -cors-max-age (10m): how long browsers cache a preflight.
+	CORSCredentials bool
+	CORSMaxAge      time.Duration
+	// APQ is SURGE_APQ, -apq (true): accept Apollo's automatic persisted queries, stored in
+	// -apq-ttl, 24h), documents of at most APQMaxBytes (SURGE_APQ_MAX_BYTES, -apq-max-bytes,
+	// 32768) only.
+	APQ         bool
+	APQTTL      time.Duration
+	APQMaxBytes int
+	// TrustedDocuments is SURGE_TRUSTED_DOCUMENTS, -trusted-documents: a manifest of the
+	// clients' persisted documents (GraphQL Codegen's client preset, Relay, or Apollo's
+	// format); when set, only its operations run and APQ is off.
+	TrustedDocuments string
+	// BatchMax is SURGE_BATCH_MAX, -batch-max (0): the most operations one batched request
+	// (a JSON array, as Apollo's BatchHttpLink sends) may hold; 0 refuses batches.
+	BatchMax int
 	// SeckillStrategy is SURGE_SECKILL_STRATEGY, -seckill-strategy: "lua" (Redis admission,
 	// asynchronous orders; default) or "sync" (one database transaction per grab).
 	SeckillStrategy string
@@ -148,6 +172,14 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	wsConns := fs.Int("ws-max-connections-per-ip", envInt(getenv, "SURGE_WS_MAX_CONNECTIONS_PER_IP", 50), "WebSocket connections one client address may hold open (SURGE_WS_MAX_CONNECTIONS_PER_IP)")
 	readTimeout := fs.Duration("read-timeout", envDuration(getenv, "SURGE_READ_TIMEOUT", 10*time.Second), "how long a client may take to send one request (SURGE_READ_TIMEOUT)")
 	namespace := fs.String("namespace", env("SURGE_NAMESPACE", ""), `start of every Redis key, so deployments can share one Redis (SURGE_NAMESPACE; default "surge")`)
+	corsOrigins := fs.String("cors-origins", env("SURGE_CORS_ORIGINS", ""), `browser origins that may call the API besides its own, comma-separated: "https://app.example.com", "https://*.example.com" or "*" (SURGE_CORS_ORIGINS; dev default http://localhost:*,http://127.0.0.1:*)`)
+	corsCredentials := fs.String("cors-credentials", env("SURGE_CORS_CREDENTIALS", ""), "allow cross-origin requests with credentials (cookies): true/false; not with the origin * (SURGE_CORS_CREDENTIALS; default false)")
+	corsMaxAge := fs.Duration("cors-max-age", envDuration(getenv, "SURGE_CORS_MAX_AGE", 10*time.Minute), "how long browsers may cache a CORS preflight (SURGE_CORS_MAX_AGE)")
+	apq := fs.String("apq", env("SURGE_APQ", ""), "accept automatic persisted queries (Apollo), stored in Redis: true/false (SURGE_APQ; default true)")
+	apqTTL := fs.Duration("apq-ttl", envDuration(getenv, "SURGE_APQ_TTL", 24*time.Hour), "how long a persisted query stays in Redis after its last use (SURGE_APQ_TTL)")
+	apqMaxBytes := fs.Int("apq-max-bytes", envInt(getenv, "SURGE_APQ_MAX_BYTES", 32<<10), "largest document stored as a persisted query; larger ones run but are not stored (SURGE_APQ_MAX_BYTES)")
+	trusted := fs.String("trusted-documents", env("SURGE_TRUSTED_DOCUMENTS", ""), "manifest of trusted documents (JSON: id → document, or Apollo's persisted query manifest); when set, only these operations run (SURGE_TRUSTED_DOCUMENTS)")
+	batchMax := fs.Int("batch-max", envInt(getenv, "SURGE_BATCH_MAX", 0), "most operations in one batched request (a JSON array); 0 refuses batches (SURGE_BATCH_MAX)")
 	strategy := fs.String("seckill-strategy", env("SURGE_SECKILL_STRATEGY", "lua"), `seckill strategy: "lua" or "sync" (SURGE_SECKILL_STRATEGY)`)
 	rate := fs.Float64("seckill-rate", envFloat(getenv, "SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
 	consumer := fs.String("seckill-consumer", env("SURGE_SECKILL_CONSUMER", ""), "run the order stream consumer in this process: true/false (SURGE_SECKILL_CONSUMER; default true)")
@@ -164,6 +196,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			RequestTimeout: *requestTimeout, ReadTimeout: *readTimeout,
 			TrustedProxyHeader: strings.TrimSpace(*proxyHeader),
 			WSMaxSubscriptions: *wsSubs, WSMaxConnectionsPerIP: *wsConns,
+			CORSOrigins: splitList(*corsOrigins), CORSMaxAge: *corsMaxAge,
+			APQTTL: *apqTTL, APQMaxBytes: *apqMaxBytes, TrustedDocuments: strings.TrimSpace(*trusted),
+			BatchMax: *batchMax,
 		}
 		if c.SeckillClaimIdle <= 0 {
 			return Config{}, fmt.Errorf("seckill-claim-idle must be positive")
@@ -203,6 +238,18 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			return Config{}, err
 		}
 		if c.LoginSendRateGlobal, err = parseRate("login-send-rate-global", *sendRateGlobal, productionOnly(c, defaultSendRateGlobal)); err != nil {
+			return Config{}, err
+		}
+		if c.APQ, err = parseBool("apq", *apq, true); err != nil {
+			return Config{}, err
+		}
+		if c.APQTTL <= 0 || c.APQMaxBytes <= 0 {
+			return Config{}, fmt.Errorf("apq-ttl and apq-max-bytes must be positive")
+		}
+		if c.BatchMax < 0 {
+			return Config{}, fmt.Errorf("batch-max must not be negative")
+		}
+		if err := c.parseCORS(*corsCredentials); err != nil {
 			return Config{}, err
 		}
 		if len(c.AdminPhones) == 0 && c.Dev() {
@@ -272,6 +319,29 @@ func validNamespace(ns string) error {
 // prefix): <namespace>:seckill.
 func (c Config) SeckillKeyPrefix() string {
 	return seckill.KeyPrefix(c.Namespace, seckill.DefaultPrefix)
+}
+
+// devCORSOrigins let a front-end dev server on the developer's machine call a dev server.
+var devCORSOrigins = []string{"http://localhost:*", "http://127.0.0.1:*"}
+
+// parseCORS completes and checks the CORS settings.
+func (c *Config) parseCORS(credentials string) error {
+	var err error
+	if c.CORSCredentials, err = parseBool("cors-credentials", credentials, false); err != nil {
+		return err
+	}
+	if len(c.CORSOrigins) == 0 && c.Dev() {
+		c.CORSOrigins = devCORSOrigins
+	}
+	if c.CORSMaxAge <= 0 {
+		return fmt.Errorf("cors-max-age must be positive")
+	}
+	return c.CORS().Validate()
+}
+
+// CORS is the server's CORS configuration.
+func (c Config) CORS() server.CORS {
+	return server.CORS{Origins: c.CORSOrigins, Credentials: c.CORSCredentials, MaxAge: c.CORSMaxAge}
 }
 
 // Default login code send rates of a production server: a client may log in a few phones an

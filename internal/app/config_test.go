@@ -167,3 +167,63 @@ func TestParseConfigNamespace(t *testing.T) {
 		t.Error("an invalid old prefix accepted as the namespace")
 	}
 }
+
+// Issue 13, item 1: allowed origins. Dev lets a local front-end dev server in; production
+// none; "*" never with credentials; an origin must be scheme://host[:port].
+func TestParseConfigCORS(t *testing.T) {
+	prod := map[string]string{"SURGE_MYSQL_DSN": "u:p@tcp(h:3306)/d", "SURGE_REDIS_ADDRS": "a:1"}
+	with := func(extra map[string]string) (Config, error) {
+		m := map[string]string{}
+		for k, v := range prod {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return ParseConfig(nil, envOf(m))
+	}
+	if c, err := ParseConfig(nil, envOf(nil)); err != nil || !reflect.DeepEqual(c.CORSOrigins, devCORSOrigins) || c.CORSCredentials {
+		t.Fatalf("dev CORS defaults: %v %v %v", c.CORSOrigins, c.CORSCredentials, err)
+	}
+	c, err := with(nil)
+	if err != nil || len(c.CORSOrigins) != 0 || c.CORSMaxAge != 10*time.Minute {
+		t.Fatalf("production CORS defaults: %v %v %v", c.CORSOrigins, c.CORSMaxAge, err)
+	}
+	c, err = with(map[string]string{"SURGE_CORS_ORIGINS": "https://app.example.com, https://*.example.com,http://localhost:*", "SURGE_CORS_CREDENTIALS": "true"})
+	if err != nil || len(c.CORSOrigins) != 3 || !c.CORSCredentials {
+		t.Fatalf("a list with credentials: %v %v %v", c.CORSOrigins, c.CORSCredentials, err)
+	}
+	if _, err := with(map[string]string{"SURGE_CORS_ORIGINS": "*"}); err != nil {
+		t.Fatalf("* without credentials: %v", err)
+	}
+	for _, bad := range []map[string]string{
+		{"SURGE_CORS_ORIGINS": "*", "SURGE_CORS_CREDENTIALS": "true"},
+		{"SURGE_CORS_ORIGINS": "app.example.com"},
+		{"SURGE_CORS_ORIGINS": "https://app.example.com/"},
+		{"SURGE_CORS_ORIGINS": "ftp://app.example.com"},
+		{"SURGE_CORS_ORIGINS": "https://[app.example.com"},
+		{"SURGE_CORS_CREDENTIALS": "maybe"},
+		{"SURGE_CORS_MAX_AGE": "-1s"},
+	} {
+		if c, err := with(bad); err == nil {
+			t.Errorf("%v accepted: %v", bad, c.CORSOrigins)
+		}
+	}
+}
+
+// Issue 13, items 2 and 3: APQ on by default (24 h, 32 KiB), no trusted documents, batches off.
+func TestParseConfigPersistedAndBatches(t *testing.T) {
+	c, err := ParseConfig(nil, envOf(nil))
+	if err != nil || !c.APQ || c.APQTTL != 24*time.Hour || c.APQMaxBytes != 32<<10 || c.TrustedDocuments != "" || c.BatchMax != 0 {
+		t.Fatalf("defaults: %+v %v", c, err)
+	}
+	c, err = ParseConfig([]string{"-apq=false", "-batch-max", "5", "-trusted-documents", "m.json"}, envOf(map[string]string{"SURGE_APQ_TTL": "1h"}))
+	if err != nil || c.APQ || c.APQTTL != time.Hour || c.BatchMax != 5 || c.TrustedDocuments != "m.json" {
+		t.Fatalf("set: %+v %v", c, err)
+	}
+	for _, bad := range []map[string]string{{"SURGE_BATCH_MAX": "-1"}, {"SURGE_APQ_TTL": "0s"}, {"SURGE_APQ_MAX_BYTES": "-5"}, {"SURGE_APQ": "sometimes"}} {
+		if _, err := ParseConfig(nil, envOf(bad)); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}

@@ -7,6 +7,7 @@ package browsertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -113,10 +114,6 @@ type Page struct {
 // [RunPlaygroundQuery]). On error the returned Page, if not nil, must still be
 // closed; its Requested list tells what the page loaded.
 func OpenPlayground(ctx context.Context, pageURL string, params url.Values) (*Page, error) {
-	exe, err := Chromium()
-	if err != nil {
-		return nil, err
-	}
 	target, err := url.Parse(pageURL)
 	if err != nil {
 		return nil, fmt.Errorf("browsertest: page URL: %w", err)
@@ -126,7 +123,76 @@ func OpenPlayground(ctx context.Context, pageURL string, params url.Values) (*Pa
 		q[k] = vs
 	}
 	target.RawQuery = q.Encode()
+	p, err := launch(ctx)
+	if err != nil {
+		return p, err
+	}
+	ctx, browserCtx := p.done, p.ctx
+	if err := chromedp.Do(browserCtx, chromedp.Navigate(target.String())); err != nil {
+		return p, p.step("open "+target.String(), err)
+	}
+	if err := p.poll(jsReady); err != nil {
+		return p, p.step("wait for GraphiQL", err)
+	}
 
+	// The URL parameter must have reached the query editor.
+	if want := strings.TrimSpace(params.Get("query")); want != "" {
+		waitCtx, cancelWait := context.WithTimeout(browserCtx, 5*time.Second)
+		_, err = chromedp.Run(waitCtx, chromedp.Poll[chromedp.Void](
+			fmt.Sprintf(`(%s) === %s`, jsQueryText, jsString(want)),
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0)))
+		cancelWait()
+		if err != nil {
+			got, _ := chromedp.Run(browserCtx, chromedp.Evaluate[string](jsQueryText))
+			return p, p.step("query editor", fmt.Errorf("shows %q, want %q from the query parameter: %w", got, want, err))
+		}
+	}
+
+	// Let the schema fetch settle, so that its outcome cannot land in the
+	// response pane after the click.
+	if err := p.netlog.waitQuiet(ctx, networkQuiet, networkQuietMax); err != nil {
+		return p, p.step("wait for the network to settle", err)
+	}
+	return p, nil
+}
+
+// Open starts a headless Chromium with a fresh, temporary profile (see
+// [OpenPlayground]) and opens pageURL, waiting for its load event. Evaluate
+// script in it with [Page.Eval]. On error the returned Page, if not nil, must
+// still be closed.
+func Open(ctx context.Context, pageURL string) (*Page, error) {
+	p, err := launch(ctx)
+	if err != nil {
+		return p, err
+	}
+	return p, p.step("open "+pageURL, chromedp.Do(p.ctx, chromedp.Navigate(pageURL)))
+}
+
+// Eval evaluates the JavaScript expression js in the page, awaits it if it is
+// a promise, and decodes its value (JSON-serialisable) into out (nil: the
+// value is dropped). A rejected promise or a thrown exception is an error.
+func (p *Page) Eval(js string, out any) error {
+	raw, err := chromedp.Run(p.ctx, chromedp.Evaluate[json.RawMessage](js, chromedp.EvalAwaitPromise))
+	if err == nil && out != nil {
+		err = json.Unmarshal(raw, out)
+	}
+	return p.step("evaluate "+truncate(js, 60), err)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// launch starts the browser of a Page: a fresh temporary profile and TMPDIR,
+// everything bounded by ctx (two minutes when ctx has no deadline).
+func launch(ctx context.Context) (*Page, error) {
+	exe, err := Chromium()
+	if err != nil {
+		return nil, err
+	}
 	var cancelTimeout context.CancelFunc = func() {}
 	if _, ok := ctx.Deadline(); !ok {
 		ctx, cancelTimeout = context.WithTimeout(ctx, defaultTimeout)
@@ -172,31 +238,6 @@ func OpenPlayground(ctx context.Context, pageURL string, params url.Values) (*Pa
 	}
 	if err := chromedp.Listen(browserCtx, p.netlog.event); err != nil {
 		return p, fmt.Errorf("browsertest: start chromium: %w", err)
-	}
-	if err := chromedp.Do(browserCtx, chromedp.Navigate(target.String())); err != nil {
-		return p, p.step("open "+target.String(), err)
-	}
-	if err := p.poll(jsReady); err != nil {
-		return p, p.step("wait for GraphiQL", err)
-	}
-
-	// The URL parameter must have reached the query editor.
-	if want := strings.TrimSpace(params.Get("query")); want != "" {
-		waitCtx, cancelWait := context.WithTimeout(browserCtx, 5*time.Second)
-		_, err = chromedp.Run(waitCtx, chromedp.Poll[chromedp.Void](
-			fmt.Sprintf(`(%s) === %s`, jsQueryText, jsString(want)),
-			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0)))
-		cancelWait()
-		if err != nil {
-			got, _ := chromedp.Run(browserCtx, chromedp.Evaluate[string](jsQueryText))
-			return p, p.step("query editor", fmt.Errorf("shows %q, want %q from the query parameter: %w", got, want, err))
-		}
-	}
-
-	// Let the schema fetch settle, so that its outcome cannot land in the
-	// response pane after the click.
-	if err := p.netlog.waitQuiet(ctx, networkQuiet, networkQuietMax); err != nil {
-		return p, p.step("wait for the network to settle", err)
 	}
 	return p, nil
 }

@@ -96,7 +96,7 @@ func (s *Service) Vouchers(ctx context.Context, ids []int) (map[int]*ent.Voucher
 // it never disappears from Redis, and a stale list is served while one background rebuild
 // refreshes it.
 func (s *Service) ShopTypes(ctx context.Context) ([]*ent.ShopType, error) {
-	types, err := s.shopTypes.GetOrLoad(ctx, "all", func(ctx context.Context, _ string) ([]*ent.ShopType, error) {
+	types, err := s.shopTypes.GetOrLoad(ctx, shopTypesKey, func(ctx context.Context, _ string) ([]*ent.ShopType, error) {
 		return s.db.ShopType.Query().Order(ent.Asc(shoptype.FieldSort), ent.Asc(shoptype.FieldID)).All(ctx)
 	})
 	for _, t := range types {
@@ -130,9 +130,8 @@ func (s *Service) ShopVouchers(ctx context.Context, shopID int) ([]*ent.Voucher,
 
 // CreateShop validates and inserts a shop.
 func (s *Service) CreateShop(ctx context.Context, in ent.CreateShopInput) (*ent.Shop, error) {
-	in.Name = strings.TrimSpace(in.Name)
-	if in.Name == "" {
-		return nil, apperr.Invalid("name", "name must not be empty")
+	if err := trimName(&in.Name); err != nil {
+		return nil, err
 	}
 	if err := s.checkShopType(ctx, in.TypeID); err != nil {
 		return nil, err
@@ -156,14 +155,19 @@ func (s *Service) CreateShop(ctx context.Context, in ent.CreateShopInput) (*ent.
 	return sh.Unwrap(), nil
 }
 
-// invalidate runs a shop write through the cache's delete-after-write. The database is the
-// source of truth, so a write runs even while Redis is down (WriteUnrecorded), and one whose
-// cache delete is still pending has succeeded: the cache retries the delete until Redis is
-// back (logged, and counted in surge_cache_invalidations_pending).
+// invalidate runs a shop write through the cache's delete-after-write (see writeThrough).
 func (s *Service) invalidate(ctx context.Context, id int, write func(context.Context) error, opts ...cache.InvalidateOption) error {
-	err := s.shops.Invalidate(ctx, strconv.Itoa(id), write, append(opts, cache.WriteUnrecorded)...)
+	return writeThrough(ctx, s, s.shops, strconv.Itoa(id), write, opts...)
+}
+
+// writeThrough runs a write through c's delete-after-write. The database is the source of
+// truth, so a write runs even while Redis is down (WriteUnrecorded), and one whose cache
+// delete is still pending has succeeded: the cache retries the delete until Redis is back
+// (logged, and counted in surge_cache_invalidations_pending).
+func writeThrough[V any](ctx context.Context, s *Service, c *cache.Cache[V], key string, write func(context.Context) error, opts ...cache.InvalidateOption) error {
+	err := c.Invalidate(ctx, key, write, append(opts, cache.WriteUnrecorded)...)
 	if errors.Is(err, cache.ErrInvalidationPending) {
-		s.log.Warn("shop written; its cache entry is deleted once Redis answers", "shop", id, "err", err)
+		s.log.Warn("written; the cache entry is deleted once Redis answers", "key", key, "err", err)
 		return nil
 	}
 	return err
@@ -171,12 +175,8 @@ func (s *Service) invalidate(ctx context.Context, id int, write func(context.Con
 
 // UpdateShop validates and applies a partial update; an unknown shop is NOT_FOUND.
 func (s *Service) UpdateShop(ctx context.Context, id int, in ent.UpdateShopInput) (*ent.Shop, error) {
-	if in.Name != nil {
-		name := strings.TrimSpace(*in.Name)
-		if name == "" {
-			return nil, apperr.Invalid("name", "name must not be empty")
-		}
-		in.Name = &name
+	if err := trimName(in.Name); err != nil {
+		return nil, err
 	}
 	if in.TypeID != nil {
 		if err := s.checkShopType(ctx, *in.TypeID); err != nil {
@@ -198,6 +198,57 @@ func (s *Service) UpdateShop(ctx context.Context, id int, in ent.UpdateShopInput
 		return nil, FromEnt(err)
 	}
 	return sh, nil
+}
+
+// shopTypesKey is the one entry of the shop types cache: the whole list.
+const shopTypesKey = "all"
+
+// CreateShopType validates and inserts a shop type; the cached list follows at once.
+func (s *Service) CreateShopType(ctx context.Context, in ent.CreateShopTypeInput) (*ent.ShopType, error) {
+	if err := trimName(&in.Name); err != nil {
+		return nil, err
+	}
+	var st *ent.ShopType
+	err := writeThrough(ctx, s, s.shopTypes, shopTypesKey, func(ctx context.Context) (err error) {
+		st, err = s.db.ShopType.Create().SetInput(in).Save(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, FromEnt(err)
+	}
+	return st, nil
+}
+
+// UpdateShopType validates and applies a partial update; an unknown type is NOT_FOUND. The
+// cached list follows at once.
+func (s *Service) UpdateShopType(ctx context.Context, id int, in ent.UpdateShopTypeInput) (*ent.ShopType, error) {
+	if err := trimName(in.Name); err != nil {
+		return nil, err
+	}
+	var st *ent.ShopType
+	err := writeThrough(ctx, s, s.shopTypes, shopTypesKey, func(ctx context.Context) (err error) {
+		st, err = s.db.ShopType.UpdateOneID(id).SetInput(in).Save(ctx)
+		return err
+	})
+	if ent.IsNotFound(err) {
+		return nil, apperr.New(apperr.NotFound, "shop type %d not found", id)
+	}
+	if err != nil {
+		return nil, FromEnt(err)
+	}
+	return st, nil
+}
+
+// trimName trims a shop's or shop type's name in place (nil: not being changed) and refuses
+// one left empty.
+func trimName(name *string) error {
+	if name == nil {
+		return nil
+	}
+	if *name = strings.TrimSpace(*name); *name == "" {
+		return apperr.Invalid("name", "name must not be empty")
+	}
+	return nil
 }
 
 func (s *Service) checkShopType(ctx context.Context, id int) error {

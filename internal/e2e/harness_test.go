@@ -55,9 +55,18 @@ type env struct {
 // start runs a production-mode server (seeded) on real Redis and a fresh MariaDB database.
 func start(t *testing.T, tweak ...func(*app.Config)) *env {
 	t.Helper()
+	return startWith(t, nil, tweak...)
+}
+
+// startWith is start with more environment variables (they win over start's own).
+func startWith(t *testing.T, vars map[string]string, tweak ...func(*app.Config)) *env {
+	t.Helper()
 	admin := testenv.Phone()
 	ns := testNamespace(t, testenv.Redis(t))
 	cfg, err := app.ParseConfig(nil, func(k string) string {
+		if v, ok := vars[k]; ok {
+			return v
+		}
 		return map[string]string{
 			"SURGE_REDIS_ADDRS":  testenv.RedisAddr(),
 			"SURGE_MYSQL_DSN":    testenv.MySQL(t),

@@ -494,7 +494,6 @@ func clientMistakes(t *testing.T, p *surgeProc, admin string) {
 	requestErrors := map[string][]byte{
 		"invalid JSON":          []byte(`{"query": "{ __typename }"`),
 		"empty body":            nil,
-		"JSON array":            []byte(`[{"query":"{ __typename }"}]`),
 		"variables array":       []byte(`{"query":"{ __typename }","variables":[1]}`),
 		"query number":          []byte(`{"query":123}`),
 		"UTF-8 BOM":             append([]byte("\xef\xbb\xbf"), `{"query":"{ __typename }"}`...),
@@ -513,6 +512,15 @@ func clientMistakes(t *testing.T, p *surgeProc, admin string) {
 		if a.status != http.StatusBadRequest || a.code() != "BAD_REQUEST" || hasData {
 			t.Errorf("%s: %v; want 400 BAD_REQUEST and no data entry", name, a)
 		}
+	}
+
+	// A JSON array is a batch: refused while batching is off, once for each of its operations
+	// (issue 13: Apollo's BatchHttpLink shows the refusal of each).
+	a := p.post([]byte(`[{"query":"{ __typename }"}]`))
+	var batch []map[string]any
+	if err := json.Unmarshal(a.body, &batch); err != nil || a.status != http.StatusBadRequest || len(batch) != 1 ||
+		batch[0]["data"] != nil || !strings.Contains(string(a.body), `"BAD_REQUEST"`) {
+		t.Errorf("JSON array: %v; want 400 and one BAD_REQUEST answer with no data entry", a)
 	}
 
 	// Chunked (no Content-Length) over 1 MiB: 413 like a declared one, not 200 + INTERNAL.

@@ -1,5 +1,8 @@
 // Package server assembles the HTTP surface: the GraphQL endpoint with its protections, the
-// playground, health and metrics.
+// playground, health and metrics. Besides GraphQL over HTTP (transport.go) and WebSocket
+// (websocket.go), the endpoint serves web apps on other origins (CORS, cors.go), operations
+// sent by id (automatic persisted queries stored in Redis, apqstore.go, or a trusted-documents
+// manifest, trusted.go; persisted.go) and, opt-in, batches of operations (batch.go).
 package server
 
 import (
@@ -27,6 +30,10 @@ type Options struct {
 	MaxComplexity int   // per-operation complexity budget (3000)
 	MaxDepth      int   // maximum field nesting, introspection excluded (10)
 	MaxBodyBytes  int64 // request body limit (1 MiB)
+	// MaxBatch is the most operations one batched request (a JSON array body, as Apollo's
+	// BatchHttpLink sends) may hold; they share the request's complexity budget, side effect
+	// and deadline. 0 refuses batches (BAD_REQUEST).
+	MaxBatch int
 	// Limits bound documents and variables before they are parsed and validated (2000
 	// tokens, nesting 32, 500 fields).
 	Limits DocumentLimits
@@ -43,11 +50,12 @@ type Options struct {
 	Registry           *prometheus.Registry // metrics registry (a fresh one if nil)
 	// Health checks each dependency; /healthz answers 200 only when all return nil.
 	Health map[string]func(context.Context) error
-	// WebsocketOrigins lists the origins, besides the endpoint's own, from which browsers may
-	// open a WebSocket (host patterns of github.com/coder/websocket's
-	// AcceptOptions.OriginPatterns, e.g. "app.example.com" or "*.example.com"). MaxBodyBytes
-	// also bounds WebSocket messages.
-	WebsocketOrigins []string
+	// Persisted configures operations sent by id: automatic persisted queries (Apollo) and
+	// trusted documents.
+	Persisted PersistedQueries
+	// CORS lists the browser origins, besides the endpoint's own, that may call the endpoint
+	// over HTTP and open its WebSocket. MaxBodyBytes also bounds WebSocket messages.
+	CORS CORS
 	// WebsocketSubscriptions caps the subscriptions running on one WebSocket connection (10);
 	// WebsocketConnections caps the open connections of one client address (50).
 	WebsocketSubscriptions, WebsocketConnections int
@@ -103,9 +111,10 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	setComplexity(&cfg.Complexity)
 	srv := handler.New(gql.NewExecutableSchema(cfg))
 	srv.AddTransport(websocketTransport(res.Auth, opts))
-	srv.AddTransport(httpTransport{maxBody: opts.MaxBodyBytes, limits: opts.Limits})
+	srv.AddTransport(httpTransport{maxBody: opts.MaxBodyBytes, limits: opts.Limits, maxBatch: opts.MaxBatch})
 	queries := lru.New[*ast.QueryDocument](1000)
 	srv.SetQueryCache(queries)
+	srv.Use(persistedLookup{opts.Persisted}) // first: the limits apply to the document it finds
 	srv.Use(documentLimits{DocumentLimits: opts.Limits, accepted: queries})
 	srv.SetDisableSuggestion(!opts.Suggestions)
 	srv.SetValidationRulesFn(validationRules(opts.Introspection))
@@ -116,6 +125,8 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.Use(extension.FixedComplexityLimit(opts.MaxComplexity))
 	srv.Use(subscriptionsOverWebsocket{})
 	srv.Use(sideEffectLimit{})
+	srv.Use(batchLimits{maxComplexity: opts.MaxComplexity})                 // after the per-operation limits
+	srv.Use(persistedRegister{store: opts.Persisted.APQ, log: opts.Logger}) // last: only documents every check accepted
 	srv.AroundOperations(operationDeadline(opts.RequestTimeout))
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		return next(res.WithLoaders(ctx)) // batch shop(id:) and voucher(id:) lookups per operation
@@ -132,7 +143,8 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	h = withSessions(res.Auth, opts.Logger, h)
 	h = withDeadline(h, opts.RequestTimeout)
 	h = limitConnections(h, opts.WebsocketConnections)
-	return withClientAddress(h, opts.TrustedProxyHeader)
+	h = withClientAddress(h, opts.TrustedProxyHeader)
+	return withCORS(h, opts.CORS) // outermost: refusals (429, 503) must reach the page too
 }
 
 // healthHandler answers 200 when every check passes within 2 s, else 503; the body names each

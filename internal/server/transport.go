@@ -45,8 +45,9 @@ const (
 //     (413 also for a chunked body), query a string, variables and extensions objects;
 //   - mutations over GET are 405 with Allow: POST.
 type httpTransport struct {
-	maxBody int64
-	limits  DocumentLimits
+	maxBody  int64
+	limits   DocumentLimits
+	maxBatch int // operations of a batch (a JSON array body); 0: batches refused
 }
 
 var _ graphql.Transport = httpTransport{}
@@ -60,44 +61,106 @@ func (t httpTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 		t.refuse(ctx, w, exec, mediaJSON, badRequest(http.StatusNotAcceptable, "accept application/graphql-response+json or application/json"))
 		return
 	}
-	params, reqErr := t.params(w, r)
+	req, reqErr := t.params(w, r)
 	if reqErr != nil {
 		t.refuse(ctx, w, exec, media, reqErr)
 		return
 	}
-	rc, errs := exec.CreateOperationContext(ctx, params)
-	if errs != nil {
-		status := http.StatusOK // the legacy application/json says 200 for GraphQL request errors
-		if media == mediaGraphQLResponse {
-			status = http.StatusBadRequest
-		}
-		writeResponse(w, media, status, requestErrors(exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs)))
+	if req.batch {
+		t.doBatch(ctx, w, r, exec, media, req.ops)
 		return
+	}
+	status, body := t.execute(ctx, w, r, exec, media, req.ops[0])
+	writeResponse(w, media, status, body)
+}
+
+// execute runs one operation and returns the status and body of its answer.
+func (t httpTransport) execute(ctx context.Context, w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor, media string, p *httpParams) (int, any) {
+	ctx = p.context(ctx, r)
+	rc, errs := exec.CreateOperationContext(ctx, &p.RawParams)
+	if errs != nil {
+		return requestErrorStatus(media, errs), requestErrors(exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs))
 	}
 	if r.Method == http.MethodGet && rc.Operation.Operation != ast.Query {
 		w.Header().Set("Allow", http.MethodPost)
-		t.refuse(ctx, w, exec, media, badRequest(http.StatusMethodNotAllowed, "only queries may use GET; send mutations with POST"))
-		return
+		e := badRequest(http.StatusMethodNotAllowed, "only queries may use GET; send mutations with POST")
+		return e.status, requestErrors(exec.DispatchError(ctx, gqlerror.List{e.err}))
 	}
 	responses, ctx := exec.DispatchOperation(ctx, rc)
-	writeResponse(w, media, http.StatusOK, responses(ctx))
+	return http.StatusOK, responses(ctx)
+}
+
+// requestErrorStatus is the status of GraphQL request errors (parse, validation, limits,
+// persisted operations): 400 under application/graphql-response+json, 200 under the legacy
+// application/json; BAD_REQUEST is 400 under both.
+func requestErrorStatus(media string, errs gqlerror.List) int {
+	if media == mediaGraphQLResponse {
+		return http.StatusBadRequest
+	}
+	for _, err := range errs {
+		if err.Extensions["code"] == CodeBadRequest {
+			return http.StatusBadRequest
+		}
+	}
+	return http.StatusOK
+}
+
+// httpParams is a GraphQL request over HTTP: gqlgen's parameters, and the documentId of
+// GraphQL over HTTP's persisted documents.
+type httpParams struct {
+	graphql.RawParams
+	DocumentID string        `json:"documentId"`
+	invalid    *requestError // an operation of a batch refused on its own
+}
+
+// persisted reports whether the request names a persisted operation (by documentId or
+// Apollo's extensions.persistedQuery), which may come without its query.
+func (p *httpParams) persisted() bool {
+	return p.DocumentID != "" || p.Extensions["persistedQuery"] != nil
+}
+
+// context hands what the operation's extensions need from the HTTP request: the documentId,
+// and whether it came by GET (a mutation sent by GET is never stored as a persisted query).
+func (p *httpParams) context(ctx context.Context, r *http.Request) context.Context {
+	if p.DocumentID != "" {
+		ctx = context.WithValue(ctx, documentIDKey{}, p.DocumentID)
+	}
+	if r.Method == http.MethodGet {
+		ctx = context.WithValue(ctx, overGETKey{}, true)
+	}
+	return ctx
 }
 
 // requestError is a refusal before GraphQL: its HTTP status and a client-safe message.
 type requestError struct {
 	status int
 	err    *gqlerror.Error
+	batch  int // the refusal of a whole batch: answered once for each of its operations
 }
 
 func badRequest(status int, format string, args ...any) *requestError {
+	return &requestError{status: status, err: badRequestError(format, args...)}
+}
+
+// badRequestError is a BAD_REQUEST error; found before execution, it is answered 400.
+func badRequestError(format string, args ...any) *gqlerror.Error {
 	err := gqlerror.Errorf(format, args...)
 	errcode.Set(err, CodeBadRequest)
-	return &requestError{status: status, err: err}
+	return err
 }
 
 // refuse answers a request error (through the executor, so metrics and the presenter see it).
 func (t httpTransport) refuse(ctx context.Context, w http.ResponseWriter, exec graphql.GraphExecutor, media string, e *requestError) {
-	writeResponse(w, media, e.status, requestErrors(exec.DispatchError(ctx, gqlerror.List{e.err})))
+	body := requestErrors(exec.DispatchError(ctx, gqlerror.List{e.err}))
+	if e.batch == 0 {
+		writeResponse(w, media, e.status, body)
+		return
+	}
+	each := make([]any, e.batch)
+	for i := range each {
+		each[i] = body
+	}
+	writeResponse(w, media, e.status, each)
 }
 
 // requestErrors drops the data entry: a request that was not executed has none.
@@ -156,10 +219,14 @@ func negotiate(accept string) (media string, ok bool) {
 }
 
 // params reads the GraphQL request of r: from the URL for GET, from the JSON body for POST.
-func (t httpTransport) params(w http.ResponseWriter, r *http.Request) (*graphql.RawParams, *requestError) {
+func (t httpTransport) params(w http.ResponseWriter, r *http.Request) (*httpRequest, *requestError) {
 	switch r.Method {
 	case http.MethodGet:
-		return t.paramsFromURL(r)
+		p, err := t.paramsFromURL(r)
+		if err != nil {
+			return nil, err
+		}
+		return &httpRequest{ops: []*httpParams{p}}, nil
 	case http.MethodPost:
 		return t.paramsFromBody(w, r)
 	}
@@ -167,12 +234,10 @@ func (t httpTransport) params(w http.ResponseWriter, r *http.Request) (*graphql.
 	return nil, badRequest(http.StatusMethodNotAllowed, "use GET or POST")
 }
 
-func (t httpTransport) paramsFromURL(r *http.Request) (*graphql.RawParams, *requestError) {
+func (t httpTransport) paramsFromURL(r *http.Request) (*httpParams, *requestError) {
 	q := r.URL.Query()
-	if !q.Has("query") {
-		return nil, badRequest(http.StatusBadRequest, "the query parameter is missing")
-	}
-	p := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName"), Headers: r.Header}
+	p := &httpParams{DocumentID: q.Get("documentId")}
+	p.Query, p.OperationName, p.Headers = q.Get("query"), q.Get("operationName"), r.Header
 	for name, dst := range map[string]*map[string]any{"variables": &p.Variables, "extensions": &p.Extensions} {
 		if v := q.Get(name); v != "" {
 			if err := t.decodeObject([]byte(v), name, dst); err != nil {
@@ -180,10 +245,13 @@ func (t httpTransport) paramsFromURL(r *http.Request) (*graphql.RawParams, *requ
 			}
 		}
 	}
+	if !q.Has("query") && !p.persisted() {
+		return nil, badRequest(http.StatusBadRequest, "the query parameter is missing")
+	}
 	return p, nil
 }
 
-func (t httpTransport) paramsFromBody(w http.ResponseWriter, r *http.Request) (*graphql.RawParams, *requestError) {
+func (t httpTransport) paramsFromBody(w http.ResponseWriter, r *http.Request) (*httpRequest, *requestError) {
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != mediaJSON {
 		return nil, badRequest(http.StatusUnsupportedMediaType, "send the request as application/json")
@@ -204,28 +272,45 @@ func (t httpTransport) paramsFromBody(w http.ResponseWriter, r *http.Request) (*
 	case len(body) == 0:
 		return nil, badRequest(http.StatusBadRequest, `the body is empty: send {"query": "..."}`)
 	}
-	return t.decodeBody(body, r.Header)
+	if isBatch(body) {
+		return t.decodeBatch(body, r.Header)
+	}
+	p, reqErr := t.decodeBody(body, r.Header)
+	if reqErr != nil {
+		return nil, reqErr
+	}
+	return &httpRequest{ops: []*httpParams{p}}, nil
 }
 
-// decodeBody parses {"query", "operationName", "variables", "extensions"} strictly: checked
-// by checkJSON, then decoded once as gqlgen does (numbers kept as json.Number); a member of the
-// wrong type fails the decode.
-func (t httpTransport) decodeBody(body []byte, h http.Header) (*graphql.RawParams, *requestError) {
+// decodeBody parses {"query", "operationName", "variables", "extensions", "documentId"}
+// strictly: checked by checkJSON, then decoded once as gqlgen does (numbers kept as
+// json.Number); a member of the wrong type fails the decode. The query may be missing when the
+// request names a persisted operation.
+func (t httpTransport) decodeBody(body []byte, h http.Header) (*httpParams, *requestError) {
 	if err := t.checkJSON(body, "the body"); err != nil {
 		return nil, err
 	}
-	p := &graphql.RawParams{}
+	p := &httpParams{}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if dec.Decode(p) != nil {
 		return nil, badRequest(http.StatusBadRequest,
 			`the body must be a JSON object: query a string, operationName a string or null, variables and extensions objects or null`)
 	}
-	if p.Query == "" {
-		return nil, badRequest(http.StatusBadRequest, "query is missing")
+	if err := p.check(h); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// check completes a decoded request: the query may be missing only when the request names a
+// persisted operation.
+func (p *httpParams) check(h http.Header) *requestError {
+	if p.Query == "" && !p.persisted() {
+		return badRequest(http.StatusBadRequest, "query is missing")
 	}
 	p.Headers = h
-	return p, nil
+	return nil
 }
 
 // decodeObject decodes a JSON object (variables, extensions of a GET), numbers kept as
@@ -254,7 +339,10 @@ const (
 // duplicate names (the last wins: a smuggled second "query"), more than one value, and JSON
 // past the document limits in values or nesting (with room for the request's envelope).
 func (t httpTransport) checkJSON(raw []byte, what string) *requestError {
-	maxValues, maxDepth := t.limits.MaxTokens+envelopeValues, t.limits.MaxNesting+envelopeDepth
+	return t.checkJSONWithin(raw, what, t.limits.MaxTokens+envelopeValues, t.limits.MaxNesting+envelopeDepth)
+}
+
+func (t httpTransport) checkJSONWithin(raw []byte, what string, maxValues, maxDepth int) *requestError {
 	dec := decoders.Get().(*jsontext.Decoder)
 	defer decoders.Put(dec)
 	dec.Reset(bytes.NewReader(raw))
@@ -270,11 +358,11 @@ func (t httpTransport) checkJSON(raw []byte, what string) *requestError {
 		case done:
 			return badRequest(http.StatusBadRequest, "%s is more than one JSON value", what)
 		case dec.StackDepth() > maxDepth:
-			return &requestError{http.StatusBadRequest, tooLarge("%s nests more than %d levels", what, maxDepth)}
+			return &requestError{status: http.StatusBadRequest, err: tooLarge("%s nests more than %d levels", what, maxDepth)}
 		}
 		if isValue(dec, tok.Kind()) {
 			if values++; values > maxValues {
-				return &requestError{http.StatusBadRequest, tooLarge("%s has more than %d values", what, maxValues)}
+				return &requestError{status: http.StatusBadRequest, err: tooLarge("%s has more than %d values", what, maxValues)}
 			}
 		}
 	}

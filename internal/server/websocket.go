@@ -40,12 +40,12 @@ type overWebsocket struct{}
 // websocketTransport serves subscriptions (and, as the protocol allows, queries and
 // mutations) over a WebSocket at the GraphQL endpoint, in graphql-transport-ws or the legacy
 // graphql-ws protocol. Browsers may connect from the endpoint's own origin only, or from
-// opts.WebsocketOrigins.
+// opts.CORS.Origins (withCORS refuses the others first, with a GraphQL error).
 func websocketTransport(a *auth.Service, opts *Options) transport.Websocket {
 	readLimit := opts.MaxBodyBytes
 	return transport.Websocket{
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
-			OriginPatterns: opts.WebsocketOrigins,
+			OriginPatterns: opts.CORS.websocketPatterns(),
 		}},
 		InitFunc:              websocketInit(a, opts),
 		InitTimeout:           10 * time.Second,
