@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"entgo.io/contrib/entgql"
@@ -18,28 +19,37 @@ import (
 	"github.com/surgekit/surge/seckill"
 )
 
+// refusalAnswers are the API codes and client messages of grab refusals, by reason. A refusal
+// not listed (an outcome added to the admission script) answers its reason upper-cased.
+var refusalAnswers = map[string]struct {
+	code apperr.Code
+	msg  string
+}{
+	"sold_out":          {apperr.SoldOut, "sold out: this voucher has no units left"},
+	"already_purchased": {apperr.AlreadyPurchased, "you already have an order for this voucher"},
+	"not_started":       {apperr.NotStarted, "the sale of this voucher has not started yet"},
+	"ended":             {apperr.Ended, "the sale of this voucher has ended"},
+	"not_ready":         {apperr.NotReady, "the sale is being prepared: retry in a moment"},
+	"rate_limited":      {apperr.RateLimited, "too many attempts: slow down and retry in a moment"},
+	"no_such_voucher":   {apperr.NotFound, "no such seckill voucher"},
+}
+
 // grabError maps the refusals of seckill.Grab to client errors; other errors pass through
-// (and reach the client as INTERNAL).
+// (and reach the client as INTERNAL). ALREADY_PURCHASED names the order the user holds.
 func grabError(a seckill.Admission, err error) error {
-	switch {
-	case errors.Is(err, seckill.ErrSoldOut):
-		return apperr.New(apperr.SoldOut, "sold out: this voucher has no units left")
-	case errors.Is(err, seckill.ErrAlreadyPurchased):
-		id := strconv.FormatInt(a.OrderID, 10)
-		return apperr.New(apperr.AlreadyPurchased, "you already have an order for this voucher (order %s)", id).
-			With("orderId", id)
-	case errors.Is(err, seckill.ErrNotStarted):
-		return apperr.New(apperr.NotStarted, "the sale of this voucher has not started yet")
-	case errors.Is(err, seckill.ErrEnded):
-		return apperr.New(apperr.Ended, "the sale of this voucher has ended")
-	case errors.Is(err, seckill.ErrNotReady):
-		return apperr.New(apperr.NotReady, "the sale is being prepared: retry in a moment")
-	case errors.Is(err, seckill.ErrRateLimited):
-		return apperr.New(apperr.RateLimited, "too many attempts: slow down and retry in a moment")
-	case errors.Is(err, seckill.ErrNoSuchVoucher):
-		return apperr.New(apperr.NotFound, "no such seckill voucher")
+	var r *seckill.Refusal
+	if !errors.As(err, &r) {
+		return err
 	}
-	return err
+	answer, ok := refusalAnswers[r.Reason()]
+	if !ok {
+		answer.code, answer.msg = apperr.Code(strings.ToUpper(r.Reason())), "refused: "+strings.ReplaceAll(r.Reason(), "_", " ")
+	}
+	if !errors.Is(err, seckill.ErrAlreadyPurchased) {
+		return apperr.New(answer.code, "%s", answer.msg)
+	}
+	id := strconv.FormatInt(a.OrderID, 10)
+	return apperr.New(answer.code, "%s (order %s)", answer.msg, id).With("orderId", id)
 }
 
 // warmTimeout bounds the warm-up createVoucher waits for.

@@ -622,17 +622,17 @@ func (a *acker) stop() {
 // that order, and an order recorded FAILED before is dead-lettered and its admission
 // compensated. If Redis fails here, the entries stay pending and their redelivery settles them.
 func (s *Service) settle(ctx context.Context, voucherID int, st settlement) error {
-	k := s.keys(voucherID)
+	k := s.scriptKeys(voucherID)
 	var errs []error
 	if len(st.done) > 0 {
-		args := make([]any, 0, len(st.done)+1)
-		args = append(args, s.opts.Group)
-		for _, o := range st.done {
-			args = append(args, o.entry)
+		entries := make([]string, len(st.done))
+		for i, o := range st.done {
+			entries[i] = o.entry
 			s.lastErr.Delete(o.entry)
 		}
 		err := boundedErr(ctx, s.rdb, func(ctx context.Context) error {
-			return lua.SeckillAck.Run(ctx, s.rdb, []string{k.Orders}, args...).Err()
+			_, err := lua.Ack(ctx, s.rdb, k, s.opts.Group, entries)
+			return err
 		})
 		if err != nil {
 			s.log.Warn("acknowledging persisted orders", "voucher", voucherID, "err", err)
@@ -643,8 +643,11 @@ func (s *Service) settle(ctx context.Context, voucherID int, st settlement) erro
 	}
 	for _, r := range st.relinked {
 		err := boundedErr(ctx, s.rdb, func(ctx context.Context) error {
-			return lua.SeckillRelink.Run(ctx, s.rdb, []string{k.Orders, k.Stock, k.Buyers},
-				s.opts.Group, r.order.entry, r.order.user, r.order.id, r.to, boolArg(r.superseded)).Err()
+			_, err := lua.RelinkEntry(ctx, s.rdb, k, s.opts.Group, lua.Relink{
+				Entry: r.order.entry, User: strconv.Itoa(r.order.user), Order: strconv.FormatInt(r.order.id, 10),
+				To: strconv.FormatInt(r.to, 10), Superseded: r.superseded,
+			})
+			return err
 		})
 		if err != nil {
 			s.log.Warn("settling an order standing under another id", "voucher", voucherID, "order", r.order.id, "err", err)
@@ -662,13 +665,6 @@ func (s *Service) settle(ctx context.Context, voucherID int, st settlement) erro
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func boolArg(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // deadLetter gives up on an entry: its order is recorded FAILED in the database (if it can
@@ -703,24 +699,22 @@ func (s *Service) deadLetter(ctx context.Context, voucherID int, m redis.XMessag
 // fail moves an entry to the dead-letter stream and compensates its order's admission (o nil:
 // the entry is unreadable), putting the unit back on sale if restore.
 func (s *Service) fail(ctx context.Context, voucherID int, entry string, o *order, restore bool, reason string, deliveries int64) error {
-	k := s.keys(voucherID)
-	user, orderID := "", ""
+	d := lua.DeadLetter{Entry: entry, Restore: restore, Reason: reason, Deliveries: deliveries, MaxLen: s.opts.DeadLetterMaxLen}
 	if o != nil {
-		user, orderID = strconv.Itoa(o.user), strconv.FormatInt(o.id, 10)
+		d.User, d.Order = strconv.Itoa(o.user), strconv.FormatInt(o.id, 10)
 	}
-	settled, err := bounded(ctx, s.rdb, func(ctx context.Context) (int, error) {
-		return lua.SeckillFail.Run(ctx, s.rdb, []string{k.Orders, k.Dead, k.Stock, k.Buyers},
-			s.opts.Group, entry, user, orderID, boolArg(restore), reason, deliveries, s.opts.DeadLetterMaxLen).Int()
+	settled, err := bounded(ctx, s.rdb, func(ctx context.Context) (bool, error) {
+		return lua.FailEntry(ctx, s.rdb, s.scriptKeys(voucherID), s.opts.Group, d)
 	})
 	if err != nil {
 		s.log.Error("dead-lettering an order entry", "voucher", voucherID, "entry", entry, "err", err)
 		return err
 	}
 	s.lastErr.Delete(entry)
-	if settled == 1 {
+	if settled {
 		s.m.dead.Inc()
-		s.log.Error("order FAILED and compensated", "voucher", voucherID, "entry", entry, "order", orderID,
-			"user", user, "reason", reason)
+		s.log.Error("order FAILED and compensated", "voucher", voucherID, "entry", entry, "order", d.Order,
+			"user", d.User, "reason", reason)
 	}
 	return nil
 }

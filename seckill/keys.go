@@ -1,6 +1,10 @@
 package seckill
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/surgekit/surge/lua"
+)
 
 // Keys are the Redis keys of one voucher's sale. They share the hash tag {<voucherId>}, so a
 // script can touch all of them on Redis Cluster.
@@ -19,6 +23,11 @@ func KeysOf(prefix string, voucherID int) Keys {
 }
 
 func (s *Service) keys(voucherID int) Keys { return KeysOf(s.opts.Prefix, voucherID) }
+
+// scriptKeys are a voucher's keys as the seckill scripts take them.
+func (s *Service) scriptKeys(voucherID int) lua.SeckillKeys {
+	return lua.SeckillKeys(s.keys(voucherID))
+}
 
 // registryKey is a sorted set of the vouchers warmed into Redis, scored by the end of their
 // sale (Unix ms): the consumer's list of streams to read. It is only touched by single-key

@@ -22,6 +22,7 @@ import (
 	"github.com/surgekit/surge/ent/voucher"
 	"github.com/surgekit/surge/idgen"
 	"github.com/surgekit/surge/lock"
+	"github.com/surgekit/surge/lua"
 	"github.com/surgekit/surge/redisctx"
 )
 
@@ -286,59 +287,25 @@ func (s *Service) Grab(ctx context.Context, userID, voucherID int) (Admission, e
 	return a, err
 }
 
-// outcomes names the refusals in the surge_seckill_grabs_total metric.
-var outcomes = []struct {
-	err  error
-	name string
-}{
-	{ErrSoldOut, "sold_out"}, {ErrAlreadyPurchased, "already_purchased"}, {ErrNotStarted, "not_started"},
-	{ErrEnded, "ended"}, {ErrNotReady, "not_ready"}, {ErrRateLimited, "rate_limited"},
-	{ErrNoSuchVoucher, "no_such_voucher"},
-}
-
-func outcome(err error) string {
-	if err == nil {
-		return "admitted"
-	}
-	for _, o := range outcomes {
-		if errors.Is(err, o.err) {
-			return o.name
-		}
-	}
-	return "error"
-}
-
 // grabLua runs the admission script.
 func (s *Service) grabLua(ctx context.Context, userID, voucherID int) (Admission, error) {
 	orderID, err := s.ids.Next(ctx)
 	if err != nil {
 		return Admission{}, fmt.Errorf("seckill: order id: %w", err)
 	}
-	res, err := s.admit(ctx, voucherID, userID, orderID)
+	r, err := s.admit(ctx, voucherID, userID, orderID)
 	if err != nil {
 		return Admission{}, fmt.Errorf("seckill: admission script: %w", err)
 	}
-	if len(res) != 2 {
-		return Admission{}, fmt.Errorf("seckill: admission script answered %v", res)
-	}
-	code, _ := res[0].(int64)
-	switch code {
-	case 0:
+	switch r.Outcome {
+	case lua.GrabAdmitted:
 		return Admission{OrderID: orderID, Status: StatusQueued}, nil
-	case 1:
+	case lua.GrabNotReady:
 		return Admission{}, s.notReady(ctx, voucherID)
-	case 2:
-		return Admission{}, ErrNotStarted
-	case 3:
-		return Admission{}, ErrEnded
-	case 4:
-		return Admission{}, ErrSoldOut
-	case 5:
-		prev, _ := res[1].(string)
-		id, _ := strconv.ParseInt(prev, 10, 64)
-		return Admission{OrderID: id, Status: StatusQueued}, ErrAlreadyPurchased
+	case lua.GrabAlreadyBuyer:
+		return Admission{OrderID: r.Holder, Status: StatusQueued}, ErrAlreadyPurchased
 	}
-	return Admission{}, fmt.Errorf("seckill: admission script answered code %d", code)
+	return Admission{}, refusalOf(r.Outcome)
 }
 
 // notReady answers a grab on a voucher Redis does not know: ErrNoSuchVoucher if the database

@@ -139,24 +139,15 @@ func (s *Service) warmLocked(ctx context.Context, voucherID int, full bool) erro
 		if err := s.raiseIDs(ctx, queuedMax); err != nil {
 			return err
 		}
-		if err := lua.SeckillWarmReset.Run(ctx, s.rdb, []string{k.Meta, k.Buyers}).Err(); err != nil {
+		if err := lua.WarmReset(ctx, s.rdb, lua.SeckillKeys(k)); err != nil {
 			return fmt.Errorf("seckill: rebuilding voucher %d: %w", voucherID, err)
 		}
-		if err := s.loadBuyers(ctx, voucherID, k.Buyers); err != nil {
+		if err := s.loadBuyers(ctx, voucherID); err != nil {
 			return err
 		}
 	}
-	on := 0
-	if v.Status == voucher.StatusACTIVE {
-		on = 1
-	}
-	rebuild := 0
-	if full {
-		rebuild = 1
-	}
-	err = lua.SeckillWarmCommit.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers, k.Orders},
-		v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), on, *v.Stock, rebuild).Err()
-	if err != nil {
+	sale := lua.Sale{Begin: *v.BeginAt, End: *v.EndAt, On: v.Status == voucher.StatusACTIVE, Stock: int64(*v.Stock)}
+	if _, err := lua.WarmCommit(ctx, s.rdb, lua.SeckillKeys(k), sale, full); err != nil {
 		return fmt.Errorf("seckill: committing voucher %d: %w", voucherID, err)
 	}
 	if err := s.rdb.ZAdd(ctx, s.registryKey(), redis.Z{Score: float64(v.EndAt.UnixMilli()), Member: voucherID}).Err(); err != nil {
@@ -273,20 +264,13 @@ func (s *Service) settleStanding(ctx context.Context, voucherID int, orders []or
 // saleState reports whether a voucher's sale state is ready in Redis, and current: rebuilt
 // under the running Redis process, not before a restart or a failover (see seckill_state.lua).
 func (s *Service) saleState(ctx context.Context, voucherID int) (ready, current bool, err error) {
-	k := s.keys(voucherID)
-	v, err := lua.SeckillState.Run(ctx, s.rdb, []string{k.Meta, k.Stock}).Int64Slice()
-	if err != nil {
-		return false, false, err
-	}
-	if len(v) != 2 {
-		return false, false, fmt.Errorf("seckill: state script answered %v", v)
-	}
-	return v[0] == 1, v[1] == 1, nil
+	st, err := lua.ReadSaleState(ctx, s.rdb, s.scriptKeys(voucherID))
+	return st.Ready, st.Current, err
 }
 
 // loadBuyers copies the voucher's live orders (user -> order) from the database into the
 // buyers hash, in batches.
-func (s *Service) loadBuyers(ctx context.Context, voucherID int, key string) error {
+func (s *Service) loadBuyers(ctx context.Context, voucherID int) error {
 	const batch = 1000
 	last := 0
 	for {
@@ -300,11 +284,11 @@ func (s *Service) loadBuyers(ctx context.Context, voucherID int, key string) err
 		if len(rows) == 0 {
 			return nil
 		}
-		args := make([]any, 0, 2*len(rows))
-		for _, o := range rows {
-			args = append(args, o.UserID, o.ID)
+		buyers := make([]lua.Buyer, len(rows))
+		for i, o := range rows {
+			buyers[i] = lua.Buyer{User: o.UserID, Order: int64(o.ID)}
 		}
-		if err := lua.SeckillWarmBuyers.Run(ctx, s.rdb, []string{key}, args...).Err(); err != nil {
+		if err := lua.WarmBuyers(ctx, s.rdb, s.scriptKeys(voucherID), buyers); err != nil {
 			return fmt.Errorf("seckill: loading buyers of voucher %d: %w", voucherID, err)
 		}
 		last = rows[len(rows)-1].ID

@@ -223,25 +223,25 @@ func runDrain(ctx context.Context, args []string, out *output) error {
 
 	// Fill the stream through the admission script.
 	k := seckill.KeysOf(cfg.SeckillPrefix, vid)
-	keys := []string{k.Meta, k.Stock, k.Buyers, k.Orders}
-	if err := lua.SeckillGrab.Load(ctx, a.Redis).Err(); err != nil {
+	if _, err := lua.LoadGrab(ctx, a.Redis); err != nil {
 		return err
 	}
 	fillStart := time.Now()
 	for i := 0; i < len(drows); i += 1000 {
-		cmds, err := a.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+		var calls []*lua.QueuedGrab
+		_, err := a.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, r := range drows[i:min(i+1000, len(drows))] {
-				lua.SeckillGrab.EvalSha(ctx, p, keys, r.at, r.user, r.id)
+				calls = append(calls, lua.QueueGrab(ctx, p, lua.SeckillKeys(k), time.UnixMilli(r.at), []lua.GrabRequest{{User: r.user, Order: r.id}}))
 			}
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("bench drain: admitting: %w", err)
 		}
-		for _, c := range cmds {
-			vals, err := c.(*redis.Cmd).Slice()
-			if err != nil || len(vals) != 2 || vals[0] != int64(0) {
-				return fmt.Errorf("bench drain: the admission script answered %v, %v", vals, err)
+		for _, c := range calls {
+			r, err := c.Replies(ctx, a.Redis)
+			if err != nil || r[0].Outcome != lua.GrabAdmitted {
+				return fmt.Errorf("bench drain: the admission script answered %v, %v", r, err)
 			}
 		}
 	}
