@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/surgekit/surge/internal/autopipe"
 	"github.com/surgekit/surge/lua"
 )
@@ -19,6 +21,8 @@ import (
 const (
 	perFlush = 1024 // grabs one worker sends at once
 	perCall  = 128  // grabs in one script call: bounds how long one run blocks Redis
+	// batchTimeout bounds one flush's round trip; a grab whose ctx ends sooner returns then.
+	batchTimeout = 10 * time.Second
 )
 
 // grabCall is one grab waiting in a batch.
@@ -32,7 +36,9 @@ type grabCall struct {
 }
 
 type batcher struct {
-	s       *Service
+	rdb     redis.UniversalClient
+	keys    keyspace
+	clock   func() time.Time
 	reqs    chan *grabCall
 	quit    chan struct{}
 	once    sync.Once
@@ -41,8 +47,8 @@ type batcher struct {
 	calls   atomic.Int64 // script calls sent (for tests)
 }
 
-func newBatcher(s *Service, workers int) *batcher {
-	b := &batcher{s: s, reqs: make(chan *grabCall), quit: make(chan struct{}), timeout: 10 * time.Second}
+func newBatcher(rdb redis.UniversalClient, keys keyspace, clock func() time.Time, workers int) *batcher {
+	b := &batcher{rdb: rdb, keys: keys, clock: clock, reqs: make(chan *grabCall), quit: make(chan struct{}), timeout: batchTimeout}
 	for i := 0; i < workers; i++ {
 		b.wg.Add(1)
 		go b.work()
@@ -56,28 +62,17 @@ func (b *batcher) close() {
 	b.wg.Wait()
 }
 
-// admit runs the admission script for one grab and returns its reply. With
-// Options.Pipelines < 0 every grab is its own call; otherwise it joins a batch. If ctx ends
-// while the batch is in flight the grab may still have been admitted: the caller is told
-// ctx's error, and a retry with the same order id is answered "admitted" (the script is
-// idempotent per order id).
-func (s *Service) admit(ctx context.Context, voucherID, userID int, orderID int64) (lua.GrabReply, error) {
-	if s.batch == nil {
-		r, err := lua.Grab(ctx, s.rdb, s.scriptKeys(voucherID), s.opts.Clock(), []lua.GrabRequest{{User: userID, Order: orderID}})
-		if err != nil {
-			return lua.GrabReply{}, err
-		}
-		return r[0], nil
-	}
+// admit sends one grab with the next batch and waits for its reply or ctx's end.
+func (b *batcher) admit(ctx context.Context, voucherID int, req lua.GrabRequest) (lua.GrabReply, error) {
 	if err := ctx.Err(); err != nil {
 		return lua.GrabReply{}, err
 	}
-	c := &grabCall{voucher: voucherID, user: userID, order: orderID, done: make(chan struct{})}
+	c := &grabCall{voucher: voucherID, user: req.User, order: req.Order, done: make(chan struct{})}
 	select {
-	case s.batch.reqs <- c:
+	case b.reqs <- c:
 	case <-ctx.Done():
 		return lua.GrabReply{}, ctx.Err()
-	case <-s.batch.quit:
+	case <-b.quit:
 		return lua.GrabReply{}, ErrClosed
 	}
 	select {
@@ -111,7 +106,7 @@ type scriptCall struct {
 func (b *batcher) flush(batch []*grabCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
-	now := b.s.opts.Clock()
+	now := b.clock()
 
 	// One call per voucher (per perCall grabs), in arrival order within a voucher.
 	var calls []*scriptCall
@@ -119,7 +114,7 @@ func (b *batcher) flush(batch []*grabCall) {
 	for _, g := range batch {
 		c := open[g.voucher]
 		if c == nil || len(c.grabs) == perCall {
-			c = &scriptCall{keys: b.s.scriptKeys(g.voucher)}
+			c = &scriptCall{keys: b.keys.script(g.voucher)}
 			open[g.voucher] = c
 			calls = append(calls, c)
 		}
@@ -127,7 +122,7 @@ func (b *batcher) flush(batch []*grabCall) {
 		c.grabs = append(c.grabs, g)
 	}
 
-	pipe := b.s.rdb.Pipeline()
+	pipe := b.rdb.Pipeline()
 	for _, c := range calls {
 		c.sent = lua.QueueGrab(ctx, pipe, c.keys, now, c.reqs)
 	}
@@ -135,7 +130,7 @@ func (b *batcher) flush(batch []*grabCall) {
 	// Errors are in each call's command.
 	_, _ = pipe.Exec(ctx)
 	for _, c := range calls {
-		replies, err := c.sent.Replies(ctx, b.s.rdb)
+		replies, err := c.sent.Replies(ctx, b.rdb)
 		for i, g := range c.grabs {
 			if err != nil {
 				g.err = err

@@ -22,25 +22,26 @@ func KeysOf(prefix string, voucherID int) Keys {
 	return Keys{Meta: p + "meta", Stock: p + "stock", Buyers: p + "buyers", Orders: p + "orders", Dead: p + "dead"}
 }
 
-func (s *Service) keys(voucherID int) Keys { return KeysOf(s.opts.Prefix, voucherID) }
+// keyspace names every Redis key and lock of a Service, under its prefix.
+type keyspace struct{ prefix string }
 
-// scriptKeys are a voucher's keys as the seckill scripts take them.
-func (s *Service) scriptKeys(voucherID int) lua.SeckillKeys {
-	return lua.SeckillKeys(s.keys(voucherID))
-}
+func (ks keyspace) sale(voucherID int) Keys { return KeysOf(ks.prefix, voucherID) }
 
-// registryKey is a sorted set of the vouchers warmed into Redis, scored by the end of their
-// sale (Unix ms): the consumer's list of streams to read. It is only touched by single-key
+// script is a voucher's keys as the seckill scripts take them.
+func (ks keyspace) script(voucherID int) lua.SeckillKeys { return lua.SeckillKeys(ks.sale(voucherID)) }
+
+// registry is a sorted set of the vouchers warmed into Redis, scored by the end of their sale
+// (Unix ms): the consumer's list of streams to read. It is only touched by single-key
 // commands, outside scripts.
-func (s *Service) registryKey() string { return s.opts.Prefix + ":vouchers" }
+func (ks keyspace) registry() string { return ks.prefix + ":vouchers" }
 
-// lockName is the name of the per-voucher lock (package lock) that serialises batch commits
-// with rebuilds.
-func (s *Service) lockName(voucherID int) string {
-	return s.opts.Prefix + ":" + strconv.Itoa(voucherID)
+// voucherLock is the name of the per-voucher lock (package lock) that serialises rebuilds,
+// stock changes and reconcile (and, without row locks, batch commits).
+func (ks keyspace) voucherLock(voucherID int) string {
+	return ks.prefix + ":" + strconv.Itoa(voucherID)
 }
 
-// userLockName is the per-user lock of the synchronous strategy.
-func (s *Service) userLockName(userID int) string {
-	return s.opts.Prefix + "-user:" + strconv.Itoa(userID)
+// userLock is the per-user lock of the synchronous strategy.
+func (ks keyspace) userLock(userID int) string {
+	return ks.prefix + "-user:" + strconv.Itoa(userID)
 }
