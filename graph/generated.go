@@ -232,6 +232,10 @@ type SubscriptionResolver interface {
 
 // region    ************************** internal!.gotpl ***************************
 
+var (
+	builtInDirectiveAdmin = adminOnly
+)
+
 type executableSchema graphql.ExecutableSchemaState[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 func (e *executableSchema) Schema() *ast.Schema {
@@ -1998,7 +2002,16 @@ func (ec *executionContext) _Mutation_createShop(ctx context.Context, field grap
 			fc := graphql.GetFieldContext(ctx)
 			return ec.Resolvers.Mutation().CreateShop(ctx, fc.Args["input"].(ent.CreateShopInput))
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				return builtInDirectiveAdmin(ctx, nil, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shop) graphql.Marshaler {
 			return ec.marshalNShop2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐShop(ctx, selections, v)
 		},
@@ -2042,7 +2055,16 @@ func (ec *executionContext) _Mutation_updateShop(ctx context.Context, field grap
 			fc := graphql.GetFieldContext(ctx)
 			return ec.Resolvers.Mutation().UpdateShop(ctx, fc.Args["id"].(int), fc.Args["input"].(ent.UpdateShopInput))
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				return builtInDirectiveAdmin(ctx, nil, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shop) graphql.Marshaler {
 			return ec.marshalNShop2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐShop(ctx, selections, v)
 		},
@@ -2086,7 +2108,16 @@ func (ec *executionContext) _Mutation_createVoucher(ctx context.Context, field g
 			fc := graphql.GetFieldContext(ctx)
 			return ec.Resolvers.Mutation().CreateVoucher(ctx, fc.Args["input"].(model.CreateVoucherInput))
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				return builtInDirectiveAdmin(ctx, nil, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Voucher) graphql.Marshaler {
 			return ec.marshalNVoucher2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐVoucher(ctx, selections, v)
 		},
@@ -2174,7 +2205,16 @@ func (ec *executionContext) _Mutation_updateVoucher(ctx context.Context, field g
 			fc := graphql.GetFieldContext(ctx)
 			return ec.Resolvers.Mutation().UpdateVoucher(ctx, fc.Args["id"].(int), fc.Args["input"].(catalog.VoucherUpdate))
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				return builtInDirectiveAdmin(ctx, nil, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Voucher) graphql.Marshaler {
 			return ec.marshalNVoucher2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐVoucher(ctx, selections, v)
 		},
