@@ -1,6 +1,12 @@
 // Package lua holds every Redis script of the project, one file per concern, embedded at build
 // time. Each script's keys arrive in KEYS (never built inside the script) and share one hash
 // tag, so the scripts run unchanged on Redis Cluster.
+//
+// The id counter's and the seckill scripts have one typed wrapper each, beside the script
+// (idgen.go, seckill_grab.go, seckill_warm.go, seckill_state.go, seckill_settle.go):
+// arguments in, a reply with named outcomes out, and a reply that cannot be read is an error
+// (ErrMalformedReply), never an outcome. The other scripts are still exported as
+// *redis.Script until theirs are written.
 package lua
 
 import (

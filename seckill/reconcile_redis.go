@@ -90,25 +90,26 @@ func (rc *reconciler) inspectRedis(ctx context.Context, r *VoucherReport, db *db
 	return nil
 }
 
+// snapshotCmds are the small figures, read in one transaction.
+type snapshotCmds struct {
+	meta  *redis.MapStringStringCmd
+	stock *redis.StringCmd
+	qlen  *redis.IntCmd
+	tail  *redis.XMessageSliceCmd
+	dead  *redis.IntCmd
+	pend  *redis.XPendingCmd
+}
+
 // snapshot reads the small figures in one atomic step (a grab moves stock and stream
 // together) and the registry, into r and v.
 func (rc *reconciler) snapshot(ctx context.Context, r *VoucherReport, v *redisView) error {
 	k := rc.keys.sale(r.VoucherID)
-	var (
-		meta  *redis.MapStringStringCmd
-		stock *redis.StringCmd
-		qlen  *redis.IntCmd
-		tail  *redis.XMessageSliceCmd
-		dead  *redis.IntCmd
-		pend  *redis.XPendingCmd
-	)
+	var c snapshotCmds
 	_, err := rc.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		meta = p.HGetAll(ctx, k.Meta)
-		stock = p.Get(ctx, k.Stock)
-		qlen = p.XLen(ctx, k.Orders)
-		tail = p.XRevRangeN(ctx, k.Orders, "+", "-", 1)
-		dead = p.XLen(ctx, k.Dead)
-		pend = p.XPending(ctx, k.Orders, rc.group)
+		c = snapshotCmds{
+			meta: p.HGetAll(ctx, k.Meta), stock: p.Get(ctx, k.Stock), qlen: p.XLen(ctx, k.Orders),
+			tail: p.XRevRangeN(ctx, k.Orders, "+", "-", 1), dead: p.XLen(ctx, k.Dead), pend: p.XPending(ctx, k.Orders, rc.group),
+		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) && !replyError(err) {
@@ -123,35 +124,40 @@ func (rc *reconciler) snapshot(ctx context.Context, r *VoucherReport, v *redisVi
 		v.registered, v.endScore = true, int64(score)
 	}
 	r.Registered = v.registered
+	c.record(r, v, k)
+	return nil
+}
 
-	if v.meta, err = meta.Result(); err != nil {
+// record puts the figures into r and v; an unreadable one is a problem.
+func (c *snapshotCmds) record(r *VoucherReport, v *redisView, k Keys) {
+	var err error
+	if v.meta, err = c.meta.Result(); err != nil {
 		r.problem(true, "meta %s unreadable: %v", k.Meta, err)
 	}
 	r.Ready = len(v.meta) > 0
-	switch n, err := stock.Int64(); {
+	switch n, err := c.stock.Int64(); {
 	case errors.Is(err, redis.Nil):
 	case err != nil:
 		r.problem(true, "stock %s unreadable: %v", k.Stock, err)
 	default:
 		r.RedisStock = &n
 	}
-	if r.Queued, err = qlen.Result(); err != nil {
+	if r.Queued, err = c.qlen.Result(); err != nil {
 		r.problem(true, "orders stream %s unreadable: %v", k.Orders, err)
 	}
-	if msgs, err := tail.Result(); err == nil && len(msgs) > 0 {
+	if msgs, err := c.tail.Result(); err == nil && len(msgs) > 0 {
 		v.snapLast = parseStreamID(msgs[0].ID)
 	}
-	if r.DeadLetters, err = dead.Result(); err != nil {
+	if r.DeadLetters, err = c.dead.Result(); err != nil {
 		r.problem(true, "dead-letter stream %s unreadable: %v", k.Dead, err)
 	}
-	if p, err := pend.Result(); err == nil {
+	if p, err := c.pend.Result(); err == nil {
 		r.Pending = p.Count
 	} else if isNoGroup(err) {
 		v.groupMissing = true
 	} else {
 		r.problem(true, "pending entries of %s unreadable: %v", k.Orders, err)
 	}
-	return nil
 }
 
 // scanBuyers reads the buyers hash. It is read before the stream: a buyer the scan sees has

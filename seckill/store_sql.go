@@ -262,6 +262,11 @@ func (s *sqlStore) buyIn(ctx context.Context, c *ent.Client, userID, voucherID i
 		// taking the row lock keeps the sold-out flood from queueing behind the buyers.
 		return Admission{}, ErrSoldOut
 	}
+	return s.takeOne(ctx, c, userID, voucherID, now)
+}
+
+// takeOne takes a unit while the stock is positive and inserts the user's order.
+func (s *sqlStore) takeOne(ctx context.Context, c *ent.Client, userID, voucherID int, now time.Time) (Admission, error) {
 	n, err := c.Voucher.Update().Where(voucher.ID(voucherID), voucher.StockGT(0)).AddStock(-1).Save(ctx)
 	if err != nil {
 		return Admission{}, err
