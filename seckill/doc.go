@@ -43,9 +43,10 @@
 // consumer left pending are claimed (XAUTOCLAIM) by any live one; an entry delivered more than
 // MaxDeliveries times that also failed to persist in the claiming process goes to the
 // voucher's dead-letter stream, its order is recorded FAILED
-// and its admission compensated (buyer removed, unit back on sale). A batch that finds Redis
-// unreachable (down, loading) waits for it and then retries the reader's own pending entries,
-// not after ClaimIdle.
+// and its admission compensated (buyer removed, unit back on sale). A batch or a read that
+// finds Redis unreachable (down, loading) waits for it and then retries the reader's own
+// pending entries, not after ClaimIdle: a read Redis served before a restart may have lost its
+// reply, leaving entries pending here unseen.
 //
 // No entry is acknowledged without its order standing in the database (a row, or an alias to
 // one), a dead letter or a FAILED row. After Redis lost state (see rehome.go) an order whose

@@ -146,6 +146,9 @@ func (r *reader) afterReadError(err error) bool {
 	default:
 		r.c.log.Warn("reading orders", "voucher", r.voucherID, "err", err)
 		r.c.waitForRedis(r.ctx)
+		// Redis may have served the read and lost the reply (it restarted, the connection
+		// broke): its entries are pending here then, unseen. Read them back now.
+		r.retryOwn = true
 	}
 	return false
 }
