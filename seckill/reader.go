@@ -37,13 +37,16 @@ type readResult struct {
 	err     error
 }
 
-// redisPollMax bounds the pause between two PINGs of waitForRedis, and each PING. A reader
-// whose retry of its own pending entries fails again pauses minRetryPause, doubling up to
-// maxRetryPause while it keeps failing.
+// waitForRedis PINGs after redisPollMin, doubling up to redisPollMax, which also bounds each
+// PING. A reader whose retry of its own pending entries fails again pauses minRetryPause,
+// doubling up to maxRetryPause while it keeps failing; one that cannot recreate its consumer
+// group pauses groupRetryPause.
 const (
-	redisPollMax  = 500 * time.Millisecond
-	minRetryPause = 50 * time.Millisecond
-	maxRetryPause = 2 * time.Second
+	redisPollMin    = 50 * time.Millisecond
+	redisPollMax    = 500 * time.Millisecond
+	minRetryPause   = 50 * time.Millisecond
+	maxRetryPause   = 2 * time.Second
+	groupRetryPause = time.Second
 )
 
 func (c *consumer) newReader(ctx context.Context, voucherID int) *reader {
@@ -141,7 +144,7 @@ func (r *reader) afterReadError(err error) bool {
 		})
 		if err != nil {
 			r.c.log.Warn("recreating a consumer group", "voucher", r.voucherID, "err", err)
-			sleep(r.ctx, time.Second)
+			sleep(r.ctx, groupRetryPause)
 		}
 	default:
 		r.c.log.Warn("reading orders", "voucher", r.voucherID, "err", err)
@@ -244,7 +247,7 @@ func (c *consumer) retryOwn(ctx context.Context, voucherID int) bool {
 // often enough that a reader resumes within about a second of its return. False if ctx ended.
 func (c *consumer) waitForRedis(ctx context.Context) bool {
 	rdb := c.opts.streams
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, redisPollMax) {
+	for wait := redisPollMin; ; wait = min(2*wait, redisPollMax) {
 		pctx, cancel := context.WithTimeout(ctx, redisPollMax)
 		err := redisctx.Err(pctx, rdb, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
 		cancel()
@@ -257,8 +260,12 @@ func (c *consumer) waitForRedis(ctx context.Context) bool {
 	}
 }
 
-// databasePollMax bounds the pause between two pings of waitForDatabase, and each ping.
-const databasePollMax = 2 * time.Second
+// waitForDatabase pings after databasePollMin, doubling up to databasePollMax, which also
+// bounds each ping.
+const (
+	databasePollMin = 100 * time.Millisecond
+	databasePollMax = 2 * time.Second
+)
 
 // databaseUp pings the database.
 func (c *consumer) databaseUp(ctx context.Context) bool {
@@ -273,7 +280,7 @@ func (c *consumer) waitForDatabase(ctx context.Context) bool {
 	if !c.dbDown.Load() {
 		return ctx.Err() == nil
 	}
-	for wait := 100 * time.Millisecond; !c.databaseUp(ctx); wait = min(2*wait, databasePollMax) {
+	for wait := databasePollMin; !c.databaseUp(ctx); wait = min(2*wait, databasePollMax) {
 		if !sleep(ctx, wait) {
 			return false
 		}
