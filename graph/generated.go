@@ -236,6 +236,10 @@ type SubscriptionResolver interface {
 
 // region    ************************** internal!.gotpl ***************************
 
+var (
+	builtInDirectiveAdmin = adminOnly
+)
+
 type executableSchema graphql.ExecutableSchemaState[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 func (e *executableSchema) Schema() *ast.Schema {
@@ -2062,7 +2066,16 @@ func (ec *executionContext) _Mutation_createShopType(ctx context.Context, field 
 			fc := graphql.GetFieldContext(ctx)
 			return ec.Resolvers.Mutation().CreateShopType(ctx, fc.Args["input"].(ent.CreateShopTypeInput))
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				return builtInDirectiveAdmin(ctx, nil, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.ShopType) graphql.Marshaler {
 			return ec.marshalNShopType2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐShopType(ctx, selections, v)
 		},
@@ -2106,7 +2119,16 @@ func (ec *executionContext) _Mutation_updateShopType(ctx context.Context, field 
 			fc := graphql.GetFieldContext(ctx)
 			return ec.Resolvers.Mutation().UpdateShopType(ctx, fc.Args["id"].(int), fc.Args["input"].(ent.UpdateShopTypeInput))
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				return builtInDirectiveAdmin(ctx, nil, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.ShopType) graphql.Marshaler {
 			return ec.marshalNShopType2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐShopType(ctx, selections, v)
 		},
@@ -2150,7 +2172,16 @@ func (ec *executionContext) _Mutation_createShop(ctx context.Context, field grap
 			fc := graphql.GetFieldContext(ctx)
 			return ec.Resolvers.Mutation().CreateShop(ctx, fc.Args["input"].(ent.CreateShopInput))
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				return builtInDirectiveAdmin(ctx, nil, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shop) graphql.Marshaler {
 			return ec.marshalNShop2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐShop(ctx, selections, v)
 		},
@@ -2194,7 +2225,16 @@ func (ec *executionContext) _Mutation_updateShop(ctx context.Context, field grap
 			fc := graphql.GetFieldContext(ctx)
 			return ec.Resolvers.Mutation().UpdateShop(ctx, fc.Args["id"].(int), fc.Args["input"].(ent.UpdateShopInput))
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				return builtInDirectiveAdmin(ctx, nil, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shop) graphql.Marshaler {
 			return ec.marshalNShop2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐShop(ctx, selections, v)
 		},
@@ -2238,7 +2278,16 @@ func (ec *executionContext) _Mutation_createVoucher(ctx context.Context, field g
 			fc := graphql.GetFieldContext(ctx)
 			return ec.Resolvers.Mutation().CreateVoucher(ctx, fc.Args["input"].(model.CreateVoucherInput))
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				return builtInDirectiveAdmin(ctx, nil, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Voucher) graphql.Marshaler {
 			return ec.marshalNVoucher2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐVoucher(ctx, selections, v)
 		},
@@ -2326,7 +2375,16 @@ func (ec *executionContext) _Mutation_updateVoucher(ctx context.Context, field g
 			fc := graphql.GetFieldContext(ctx)
 			return ec.Resolvers.Mutation().UpdateVoucher(ctx, fc.Args["id"].(int), fc.Args["input"].(catalog.VoucherUpdate))
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				return builtInDirectiveAdmin(ctx, nil, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Voucher) graphql.Marshaler {
 			return ec.marshalNVoucher2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋentᚐVoucher(ctx, selections, v)
 		},

@@ -9,21 +9,19 @@ import (
 	"github.com/surgekit/surge/ent/shoptype"
 	"github.com/surgekit/surge/ent/user"
 	"github.com/surgekit/surge/ent/voucher"
+	"github.com/surgekit/surge/idgen"
 	"github.com/surgekit/surge/internal/auth"
 )
-
-// orderIDFloor separates order ids from table ids. Tables with database ids own a 2^32 range
-// each (ent's GlobalID feature); order ids come from idgen with seconds since its epoch in the
-// high 32 bits, so they lie far above every table range.
-const orderIDFloor = 1 << 48
 
 // tableRanges maps id>>32 to its table: ent's GlobalID ranges (ent/internal/globalid.go, out
 // of reach of other packages; TestNodeTablesMatchEnt holds the two together).
 var tableRanges = map[int]string{1: shop.Table, 2: shoptype.Table, 3: user.Table, 4: voucher.Table}
 
-// nodeTable is the table of a node id, or "" for an id that no table can hold.
+// nodeTable is the table of a node id, or "" for an id that no table can hold. Tables with
+// database ids own a 2^32 range each (ent's GlobalID feature); order ids come from idgen and
+// lie far above every table range.
 func nodeTable(id int) string {
-	if id >= orderIDFloor {
+	if idgen.IsGenerated(int64(id)) {
 		return seckillorder.Table
 	}
 	return tableRanges[id>>32]

@@ -11,6 +11,7 @@ import (
 	"github.com/surgekit/surge/ent/shoptype"
 	"github.com/surgekit/surge/ent/user"
 	"github.com/surgekit/surge/ent/voucher"
+	"github.com/surgekit/surge/idgen"
 	"github.com/surgekit/surge/internal/store"
 	"github.com/surgekit/surge/internal/testenv"
 )
@@ -44,7 +45,7 @@ func TestNodeTablesMatchEnt(t *testing.T) {
 			t.Errorf("id %d: nodeTable says %q, ent's Noder found a row of %q", id, got, want)
 		}
 	}
-	if nodeTable(orderIDFloor+1) != seckillorder.Table || nodeTable(5<<32+1) != "" || nodeTable(0) != "" {
+	if nodeTable(int(idgen.MinGenerated)+1) != seckillorder.Table || nodeTable(5<<32+1) != "" || nodeTable(0) != "" {
 		t.Fatal("order ids, and ids beyond every range")
 	}
 }

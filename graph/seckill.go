@@ -1,146 +1,43 @@
 package graph
 
 import (
-	"cmp"
-	"context"
 	"errors"
-	"log/slog"
-	"slices"
 	"strconv"
-	"time"
+	"strings"
 
-	"entgo.io/contrib/entgql"
-
-	"github.com/surgekit/surge/ent"
-	"github.com/surgekit/surge/ent/seckillorder"
-	"github.com/surgekit/surge/ent/voucher"
 	"github.com/surgekit/surge/internal/apperr"
 	"github.com/surgekit/surge/seckill"
 )
 
+// refusalAnswers are the API codes and client messages of grab refusals, by reason. A refusal
+// not listed (an outcome added to the admission script) answers its reason upper-cased.
+var refusalAnswers = map[string]struct {
+	code apperr.Code
+	msg  string
+}{
+	"sold_out":          {apperr.SoldOut, "sold out: this voucher has no units left"},
+	"already_purchased": {apperr.AlreadyPurchased, "you already have an order for this voucher"},
+	"not_started":       {apperr.NotStarted, "the sale of this voucher has not started yet"},
+	"ended":             {apperr.Ended, "the sale of this voucher has ended"},
+	"not_ready":         {apperr.NotReady, "the sale is being prepared: retry in a moment"},
+	"rate_limited":      {apperr.RateLimited, "too many attempts: slow down and retry in a moment"},
+	"no_such_voucher":   {apperr.NotFound, "no such seckill voucher"},
+}
+
 // grabError maps the refusals of seckill.Grab to client errors; other errors pass through
-// (and reach the client as INTERNAL).
+// (and reach the client as INTERNAL). ALREADY_PURCHASED names the order the user holds.
 func grabError(a seckill.Admission, err error) error {
-	switch {
-	case errors.Is(err, seckill.ErrSoldOut):
-		return apperr.New(apperr.SoldOut, "sold out: this voucher has no units left")
-	case errors.Is(err, seckill.ErrAlreadyPurchased):
-		id := strconv.FormatInt(a.OrderID, 10)
-		return apperr.New(apperr.AlreadyPurchased, "you already have an order for this voucher (order %s)", id).
-			With("orderId", id)
-	case errors.Is(err, seckill.ErrNotStarted):
-		return apperr.New(apperr.NotStarted, "the sale of this voucher has not started yet")
-	case errors.Is(err, seckill.ErrEnded):
-		return apperr.New(apperr.Ended, "the sale of this voucher has ended")
-	case errors.Is(err, seckill.ErrNotReady):
-		return apperr.New(apperr.NotReady, "the sale is being prepared: retry in a moment")
-	case errors.Is(err, seckill.ErrRateLimited):
-		return apperr.New(apperr.RateLimited, "too many attempts: slow down and retry in a moment")
-	case errors.Is(err, seckill.ErrNoSuchVoucher):
-		return apperr.New(apperr.NotFound, "no such seckill voucher")
+	var r *seckill.Refusal
+	if !errors.As(err, &r) {
+		return err
 	}
-	return err
-}
-
-// warmTimeout bounds the warm-up createVoucher waits for.
-const warmTimeout = 10 * time.Second
-
-// warmNew puts a new seckill voucher's sale state into Redis, so that its first grabs are not
-// answered NOT_READY. A failure is logged, not returned: the voucher exists, and the first
-// grab rebuilds the state anyway.
-func (r *Resolver) warmNew(ctx context.Context, v *ent.Voucher) {
-	if v.Kind != voucher.KindSECKILL {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), warmTimeout)
-	defer cancel()
-	if err := r.Seckill.Warm(ctx, v.ID); err != nil {
-		r.logger().ErrorContext(ctx, "warming a new seckill voucher (its first grab will rebuild it)",
-			"voucher", v.ID, "err", err)
-	}
-}
-
-func (r *Resolver) logger() *slog.Logger {
-	if r.Log != nil {
-		return r.Log
-	}
-	return slog.Default()
-}
-
-// newestFirst is the order of myOrders.
-var newestFirst = &ent.SeckillOrderOrder{Direction: entgql.OrderDirectionDesc, Field: ent.SeckillOrderOrderFieldCreatedAt}
-
-// ordersOf is a page of a user's orders, newest first, the QUEUED ones (admitted in Redis, not
-// yet in the database) merged in. The queued orders are read before the database page, so an
-// order written in between shows up in both and is kept once.
-func (r *Resolver) ordersOf(ctx context.Context, userID int, first int, after *entgql.Cursor[int]) (*ent.SeckillOrderConnection, error) {
-	queued, err := r.Seckill.QueuedOrders(ctx, userID)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := r.DB.SeckillOrder.Query().Where(seckillorder.UserID(userID)).
-		Paginate(ctx, after, &first, nil, nil, ent.WithSeckillOrderOrder(newestFirst))
-	if err != nil {
-		return nil, err
-	}
-	return mergeQueued(conn, queued, after, first), nil
-}
-
-// mergeQueued merges a user's queued orders into a page of their saved orders, as if they
-// were rows of the same list: createdAt descending, id descending on ties. conn is the page
-// the database gave for after and first. On the first page (after == nil) every queued order
-// is a candidate, so they come first as they are the newest; after a cursor, those that sort
-// after it (one older than some saved order, or beyond the first page, still shows up once).
-// The page keeps at most first edges. totalCount counts each queued order not already on the
-// page, hasNextPage also holds when edges were cut, and a queued edge's cursor is the one the
-// database would give it ({ID, createdAt}), so that it can serve as after.
-func mergeQueued(conn *ent.SeckillOrderConnection, queued []*ent.SeckillOrder, after *entgql.Cursor[int], first int) *ent.SeckillOrderConnection {
-	if len(queued) == 0 {
-		return conn
-	}
-	saved := make(map[int]bool, len(conn.Edges))
-	for _, e := range conn.Edges {
-		saved[e.Node.ID] = true
-	}
-	edges := slices.Clone(conn.Edges)
-	for _, o := range queued {
-		if saved[o.ID] {
-			continue // written to the database since it was listed
-		}
-		conn.TotalCount++
-		if after != nil && !olderThan(o, after) {
-			continue // on an earlier page
-		}
-		edges = append(edges, &ent.SeckillOrderEdge{Node: o, Cursor: entgql.Cursor[int]{ID: o.ID, Value: o.CreatedAt}})
-	}
-	slices.SortStableFunc(edges, func(a, b *ent.SeckillOrderEdge) int {
-		if c := b.Node.CreatedAt.Compare(a.Node.CreatedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.Node.ID, a.Node.ID)
-	})
-	if len(edges) > first {
-		edges = edges[:first]
-		conn.PageInfo.HasNextPage = true
-	}
-	conn.Edges = edges
-	conn.PageInfo.StartCursor, conn.PageInfo.EndCursor = nil, nil
-	if n := len(edges); n > 0 {
-		conn.PageInfo.StartCursor = &edges[0].Cursor
-		conn.PageInfo.EndCursor = &edges[n-1].Cursor
-	}
-	return conn
-}
-
-// olderThan reports whether o sorts after the cursor c in createdAt-descending order (ties
-// broken by id, descending), as the database's cursor predicate does.
-func olderThan(o *ent.SeckillOrder, c *entgql.Cursor[int]) bool {
-	at, ok := c.Value.(time.Time)
+	answer, ok := refusalAnswers[r.Reason()]
 	if !ok {
-		return o.ID < c.ID
+		answer.code, answer.msg = apperr.Code(strings.ToUpper(r.Reason())), "refused: "+strings.ReplaceAll(r.Reason(), "_", " ")
 	}
-	if d := o.CreatedAt.Compare(at); d != 0 {
-		return d < 0
+	if !errors.Is(err, seckill.ErrAlreadyPurchased) {
+		return apperr.New(answer.code, "%s", answer.msg)
 	}
-	return o.ID < c.ID
+	id := strconv.FormatInt(a.OrderID, 10)
+	return apperr.New(answer.code, "%s (order %s)", answer.msg, id).With("orderId", id)
 }

@@ -33,15 +33,7 @@ func (r *mutationResolver) SeckillVoucher(ctx context.Context, voucherID int) (*
 
 // UpdateVoucher is the resolver for the updateVoucher field.
 func (r *mutationResolver) UpdateVoucher(ctx context.Context, id int, input catalog.VoucherUpdate) (*ent.Voucher, error) {
-	if _, err := requireAdmin(ctx); err != nil {
-		return nil, err
-	}
-	var v *ent.Voucher
-	err := r.Seckill.Guard(ctx, id, func(ctx context.Context) (err error) {
-		v, err = r.Catalog.UpdateVoucher(ctx, id, input)
-		return err
-	})
-	return v, err
+	return r.sales().UpdateVoucher(ctx, id, input)
 }
 
 // Order is the resolver for the order field.

@@ -20,7 +20,18 @@ const (
 
 	seqBits = 32
 	daySecs = 24 * 60 * 60
+
+	// MinGenerated is the smallest id IsGenerated accepts: a seconds field of 2^16, about
+	// 18 hours after the epoch. Every id of the default epoch issued since
+	// 2022-01-01T18:12:16Z lies above it; ids that count rows from 1, even in ranges of 2^32
+	// per table (ent's global ids) for up to 65536 tables, lie below it.
+	MinGenerated int64 = 1 << (seqBits + 16)
 )
+
+// IsGenerated reports whether id lies where a generator's ids do (at least MinGenerated),
+// which tells them apart from small database ids in one id space (the API's node ids). An id
+// of a generator whose clock is within 18 hours of its epoch (WithEpoch) lies below it.
+func IsGenerated(id int64) bool { return id >= MinGenerated }
 
 // Errors. Redis failures are returned wrapped, as themselves.
 var (

@@ -76,3 +76,27 @@ func TestComposeRange(t *testing.T) {
 		t.Fatalf("past 2^31 s: %v", err)
 	}
 }
+
+// IsGenerated tells generated ids from the small ids databases count: ent's global ids give
+// each table a range of 2^32, a generated id carries 2^16 seconds or more.
+func TestIsGenerated(t *testing.T) {
+	now, err := idgen.Compose(time.Now(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	early, err := idgen.Compose(time.Unix(idgen.Epoch+1<<16-1, 0), idgen.MaxSequence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id   int64
+		want bool
+	}{
+		{now, true}, {idgen.MinGenerated, true}, {1<<63 - 1, true},
+		{early, false}, {idgen.MinGenerated - 1, false}, {4<<32 + 17, false}, {1, false}, {0, false}, {-now, false},
+	} {
+		if got := idgen.IsGenerated(c.id); got != c.want {
+			t.Errorf("IsGenerated(%d) = %v, want %v", c.id, got, c.want)
+		}
+	}
+}

@@ -1,6 +1,12 @@
 // Package lua holds every Redis script of the project, one file per concern, embedded at build
 // time. Each script's keys arrive in KEYS (never built inside the script) and share one hash
 // tag, so the scripts run unchanged on Redis Cluster.
+//
+// The id counter's and the seckill scripts have one typed wrapper each, beside the script
+// (idgen.go, seckill_grab.go, seckill_warm.go, seckill_state.go, seckill_settle.go):
+// arguments in, a reply with named outcomes out, and a reply that cannot be read is an error
+// (ErrMalformedReply), never an outcome. The other scripts are still exported as
+// *redis.Script until theirs are written.
 package lua
 
 import (
@@ -83,29 +89,6 @@ var (
 	LockReentrantExtend = load("lock_reentrant_extend.lua")
 	// LockFenceFloor raises a fence counter to at least a value (Redlock's monotonic fence).
 	LockFenceFloor = load("lock_fence_floor.lua")
-
-	// SeckillGrab admits buyers to a flash sale (stock, one order per user, sale window),
-	// one or many grabs of one voucher per call, and appends their orders to the voucher's
-	// stream, or says why not; every check that can fail comes before the first write.
-	SeckillGrab = load("seckill_grab.lua")
-	// SeckillWarmReset starts a full rebuild of a voucher's admission state (admission pauses).
-	SeckillWarmReset = load("seckill_warm_reset.lua")
-	// SeckillWarmBuyers adds one batch of buyers during a rebuild.
-	SeckillWarmBuyers = load("seckill_warm_buyers.lua")
-	// SeckillWarmCommit sets a voucher's window and stock (database stock minus the stream's
-	// backlog) and makes it ready.
-	SeckillWarmCommit = load("seckill_warm_commit.lua")
-	// SeckillState tells whether a voucher's sale state is ready and was rebuilt under the
-	// running Redis process (not before a restart or failover).
-	SeckillState = load("seckill_state.lua")
-	// SeckillAck acknowledges persisted orders and removes them from the stream (the settled
-	// prefix in one trim, the rest one by one).
-	SeckillAck = load("seckill_ack.lua")
-	// SeckillFail moves an order entry to the dead-letter stream and compensates its admission.
-	SeckillFail = load("seckill_fail.lua")
-	// SeckillRelink settles an order that stands in the database under another order's id
-	// (re-homed, or superseded by the user's existing order): the buyer names that order.
-	SeckillRelink = load("seckill_relink.lua")
 )
 
 // CacheLease modes (ARGV[3]).

@@ -20,7 +20,8 @@ import (
 func TestAckRemovesOnlySettledEntries(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		k := seckill.KeysOf("seckill-test"+testenv.Phone(), 1).Orders
+		keys := seckill.KeysOf("seckill-test"+testenv.Phone(), 1)
+		k := keys.Orders
 		t.Cleanup(func() { rdb.Del(ctx, k) })
 		for i := 1; i <= 10; i++ {
 			rdb.XAdd(ctx, &redis.XAddArgs{Stream: k, ID: fmt.Sprintf("1-%d", i), Values: []any{"o", i}})
@@ -33,8 +34,8 @@ func TestAckRemovesOnlySettledEntries(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ack := func(ids ...any) {
-			if err := lua.SeckillAck.Run(ctx, rdb, []string{k}, append([]any{"orders"}, ids...)...).Err(); err != nil {
+		ack := func(ids ...string) {
+			if _, err := lua.Ack(ctx, rdb, lua.SeckillKeys(keys), "orders", ids); err != nil {
 				t.Fatal(err)
 			}
 		}

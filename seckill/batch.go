@@ -2,8 +2,6 @@ package seckill
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +21,8 @@ import (
 const (
 	perFlush = 1024 // grabs one worker sends at once
 	perCall  = 128  // grabs in one script call: bounds how long one run blocks Redis
+	// batchTimeout bounds one flush's round trip; a grab whose ctx ends sooner returns then.
+	batchTimeout = 10 * time.Second
 )
 
 // grabCall is one grab waiting in a batch.
@@ -30,13 +30,15 @@ type grabCall struct {
 	voucher int
 	user    int
 	order   int64
-	res     []any // {code, value} from the script
+	res     lua.GrabReply
 	err     error
 	done    chan struct{}
 }
 
 type batcher struct {
-	s       *Service
+	rdb     redis.UniversalClient
+	keys    keyspace
+	clock   func() time.Time
 	reqs    chan *grabCall
 	quit    chan struct{}
 	once    sync.Once
@@ -45,8 +47,8 @@ type batcher struct {
 	calls   atomic.Int64 // script calls sent (for tests)
 }
 
-func newBatcher(s *Service, workers int) *batcher {
-	b := &batcher{s: s, reqs: make(chan *grabCall), quit: make(chan struct{}), timeout: 10 * time.Second}
+func newBatcher(rdb redis.UniversalClient, keys keyspace, clock func() time.Time, workers int) *batcher {
+	b := &batcher{rdb: rdb, keys: keys, clock: clock, reqs: make(chan *grabCall), quit: make(chan struct{}), timeout: batchTimeout}
 	for i := 0; i < workers; i++ {
 		b.wg.Add(1)
 		go b.work()
@@ -60,37 +62,25 @@ func (b *batcher) close() {
 	b.wg.Wait()
 }
 
-// admit runs the admission script for one grab and returns the script's {code, value}. With
-// Options.Pipelines < 0 every grab is its own call; otherwise it joins a batch. If ctx ends
-// while the batch is in flight the grab may still have been admitted: the caller is told
-// ctx's error, and a retry with the same order id is answered "admitted" (the script is
-// idempotent per order id).
-func (s *Service) admit(ctx context.Context, voucherID, userID int, orderID int64) ([]any, error) {
-	if s.batch == nil {
-		return lua.SeckillGrab.Run(ctx, s.rdb, s.grabKeys(voucherID), s.opts.Clock().UnixMilli(), userID, orderID).Slice()
-	}
+// admit sends one grab with the next batch and waits for its reply or ctx's end.
+func (b *batcher) admit(ctx context.Context, voucherID int, req lua.GrabRequest) (lua.GrabReply, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return lua.GrabReply{}, err
 	}
-	c := &grabCall{voucher: voucherID, user: userID, order: orderID, done: make(chan struct{})}
+	c := &grabCall{voucher: voucherID, user: req.User, order: req.Order, done: make(chan struct{})}
 	select {
-	case s.batch.reqs <- c:
+	case b.reqs <- c:
 	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-s.batch.quit:
-		return nil, ErrClosed
+		return lua.GrabReply{}, ctx.Err()
+	case <-b.quit:
+		return lua.GrabReply{}, ErrClosed
 	}
 	select {
 	case <-c.done:
 		return c.res, c.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return lua.GrabReply{}, ctx.Err()
 	}
-}
-
-func (s *Service) grabKeys(voucherID int) []string {
-	k := s.keys(voucherID)
-	return []string{k.Meta, k.Stock, k.Buyers, k.Orders}
 }
 
 func (b *batcher) work() {
@@ -107,16 +97,16 @@ func (b *batcher) work() {
 
 // scriptCall is one admission-script call of a flush: grabs of one voucher.
 type scriptCall struct {
-	keys  []string
-	args  []any
+	keys  lua.SeckillKeys
+	reqs  []lua.GrabRequest
 	grabs []*grabCall
-	cmd   *redis.Cmd
+	sent  *lua.QueuedGrab
 }
 
 func (b *batcher) flush(batch []*grabCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
-	now := b.s.opts.Clock().UnixMilli()
+	now := b.clock()
 
 	// One call per voucher (per perCall grabs), in arrival order within a voucher.
 	var calls []*scriptCall
@@ -124,36 +114,28 @@ func (b *batcher) flush(batch []*grabCall) {
 	for _, g := range batch {
 		c := open[g.voucher]
 		if c == nil || len(c.grabs) == perCall {
-			c = &scriptCall{keys: b.s.grabKeys(g.voucher), args: []any{now}}
+			c = &scriptCall{keys: b.keys.script(g.voucher)}
 			open[g.voucher] = c
 			calls = append(calls, c)
 		}
-		c.args = append(c.args, g.user, g.order)
+		c.reqs = append(c.reqs, lua.GrabRequest{User: g.user, Order: g.order})
 		c.grabs = append(c.grabs, g)
 	}
 
-	pipe := b.s.rdb.Pipeline()
+	pipe := b.rdb.Pipeline()
 	for _, c := range calls {
-		c.cmd = lua.SeckillGrab.EvalSha(ctx, pipe, c.keys, c.args...)
+		c.sent = lua.QueueGrab(ctx, pipe, c.keys, now, c.reqs)
 	}
 	b.calls.Add(int64(len(calls)))
 	// Errors are in each call's command.
 	_, _ = pipe.Exec(ctx)
 	for _, c := range calls {
-		res, err := c.cmd.Slice()
-		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			// Not cached on that node yet (first use, or a restart): Run loads it. The EVALSHA
-			// failed before running anything, so this is no retry of a grab.
-			res, err = lua.SeckillGrab.Run(ctx, b.s.rdb, c.keys, c.args...).Slice()
-		}
-		if err == nil && len(res) != 2*len(c.grabs) {
-			err = fmt.Errorf("seckill: admission script answered %d values for %d grabs", len(res), len(c.grabs))
-		}
+		replies, err := c.sent.Replies(ctx, b.rdb)
 		for i, g := range c.grabs {
 			if err != nil {
 				g.err = err
 			} else {
-				g.res = res[2*i : 2*i+2]
+				g.res = replies[i]
 			}
 			close(g.done)
 		}

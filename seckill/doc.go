@@ -2,6 +2,24 @@
 // orders persisted asynchronously from a Redis Stream consumer group into the database, and
 // the recovery that keeps Redis and the database in agreement.
 //
+// # Parts
+//
+// [Service] is the front of three parts, each with its own options and state, over one
+// order store:
+//
+//   - admission (admission.go; batch.go shares script calls, ratelimit.go, sync.go for
+//     [StrategySync]): decides grabs. The script's outcomes are named in lua/seckill_grab.go;
+//     every refusal is a [*Refusal] (errors.go).
+//   - the order consumer (consumer.go supervises, reader.go reads one voucher's stream,
+//     persist.go writes batches, claim.go takes over and dead-letters, settle.go brings Redis
+//     in line with what the database holds).
+//   - recovery (recovery.go: warm, rebuild, Guard; reconcile.go with reconcile_db.go and
+//     reconcile_redis.go).
+//   - the order store (store.go: one small interface per part; store_sql.go, store_read.go,
+//     rehome.go): the only code that writes SQL or knows the dialect.
+//
+// keys.go names every Redis key; the scripts' typed wrappers live beside the scripts in lua/.
+//
 // # Admission
 //
 // Each seckill voucher has its own hash tag, so all its keys live in one Cluster slot and
@@ -25,9 +43,10 @@
 // consumer left pending are claimed (XAUTOCLAIM) by any live one; an entry delivered more than
 // MaxDeliveries times that also failed to persist in the claiming process goes to the
 // voucher's dead-letter stream, its order is recorded FAILED
-// and its admission compensated (buyer removed, unit back on sale). A batch that finds Redis
-// unreachable (down, loading) waits for it and then retries the reader's own pending entries,
-// not after ClaimIdle.
+// and its admission compensated (buyer removed, unit back on sale). A batch or a read that
+// finds Redis unreachable (down, loading) waits for it and then retries the reader's own
+// pending entries, not after ClaimIdle: a read Redis served before a restart may have lost its
+// reply, leaving entries pending here unseen.
 //
 // No entry is acknowledged without its order standing in the database (a row, or an alias to
 // one), a dead letter or a FAILED row. After Redis lost state (see rehome.go) an order whose
@@ -45,7 +64,8 @@
 // An entry can be in both for a moment: batches are acknowledged in the background (and the
 // next batch is read while one is written), so a rebuild first settles entries already in the
 // database. Rebuilds, stock changes and reconcile also take a per-voucher Redis lock (package
-// lock) among themselves; with SQLite, which has no row locks, batch commits take it too.
+// lock) among themselves; with SQLite, which has no row locks, batch commits take it too
+// (sqlDialect.rowLocks, the one place the dialects differ).
 //
 // # Deadlines
 //

@@ -1,7 +1,7 @@
 package seckill
 
 // AdmissionCalls is how many admission-script calls s's batcher has sent.
-func AdmissionCalls(s *Service) int64 { return s.batch.calls.Load() }
+func AdmissionCalls(s *Service) int64 { return s.admission.batch.calls.Load() }
 
 // SetBackgroundStartHook makes hook run between a background warm's closed check and its start,
 // until restore is called.

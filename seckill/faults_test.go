@@ -360,20 +360,26 @@ func TestRetriedGrabIsIdempotent(t *testing.T) {
 		s := e.service(seckill.Options{})
 		v := e.onSale(s, 5)
 		k := seckill.KeysOf(e.prefix, v)
-		keys := []string{k.Meta, k.Stock, k.Buyers, k.Orders}
-		now := time.Now().UnixMilli()
+		now := time.Now()
+		grab := func(order int64) (lua.GrabReply, error) {
+			res, err := lua.Grab(ctx, rdb, lua.SeckillKeys(k), now, []lua.GrabRequest{{User: 42, Order: order}})
+			if err != nil {
+				return lua.GrabReply{}, err
+			}
+			return res[0], nil
+		}
 		for i := 0; i < 2; i++ {
-			res, err := lua.SeckillGrab.Run(ctx, rdb, keys, now, 42, 777).Slice()
-			if err != nil || res[0].(int64) != 0 || res[1].(int64) != 4 {
-				t.Fatalf("call %d: %v %v, want admitted with 4 left", i, res, err)
+			r, err := grab(777)
+			if err != nil || r != (lua.GrabReply{Outcome: lua.GrabAdmitted, StockLeft: 4}) {
+				t.Fatalf("call %d: %+v %v, want admitted with 4 left", i, r, err)
 			}
 		}
 		if n := rdb.XLen(ctx, k.Orders).Val(); n != 1 {
 			t.Fatalf("%d stream entries, want 1", n)
 		}
-		res, err := lua.SeckillGrab.Run(ctx, rdb, keys, now, 42, 778).Slice()
-		if err != nil || res[0].(int64) != 5 || res[1] != "777" {
-			t.Fatalf("a new grab by the same user: %v %v, want already purchased (777)", res, err)
+		r, err := grab(778)
+		if err != nil || r != (lua.GrabReply{Outcome: lua.GrabAlreadyBuyer, Holder: 777}) {
+			t.Fatalf("a new grab by the same user: %+v %v, want already purchased (777)", r, err)
 		}
 	})
 }

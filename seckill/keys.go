@@ -1,6 +1,10 @@
 package seckill
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/surgekit/surge/lua"
+)
 
 // Keys are the Redis keys of one voucher's sale. They share the hash tag {<voucherId>}, so a
 // script can touch all of them on Redis Cluster.
@@ -18,8 +22,6 @@ func KeysOf(prefix string, voucherID int) Keys {
 	return Keys{Meta: p + "meta", Stock: p + "stock", Buyers: p + "buyers", Orders: p + "orders", Dead: p + "dead"}
 }
 
-func (s *Service) keys(voucherID int) Keys { return KeysOf(s.keyPrefix(), voucherID) }
-
 // KeyPrefix is the start of a voucher's sale keys (KeysOf's prefix) for Options.Namespace and
 // Options.Prefix: <namespace>:<prefix>, or prefix alone without a namespace.
 func KeyPrefix(namespace, prefix string) string { return inNamespace(namespace, prefix) }
@@ -32,13 +34,6 @@ func inNamespace(namespace, key string) string {
 	return namespace + ":" + key
 }
 
-func (s *Service) keyPrefix() string { return KeyPrefix(s.opts.Namespace, s.opts.Prefix) }
-
-// registryKey is a sorted set of the vouchers warmed into Redis, scored by the end of their
-// sale (Unix ms): the consumer's list of streams to read. It is only touched by single-key
-// commands, outside scripts.
-func (s *Service) registryKey() string { return RegistryKey(s.keyPrefix()) }
-
 // RegistryKey is the sorted set of warmed vouchers for a key prefix (KeyPrefix's result).
 func RegistryKey(keyPrefix string) string { return keyPrefix + ":vouchers" }
 
@@ -49,13 +44,32 @@ func VoucherLockKeys(namespace, prefix string, voucherID int) []string {
 	return []string{key, key + ":fence"}
 }
 
-// lockName is the name of the per-voucher lock (package lock) that serialises batch commits
-// with rebuilds. The lock client puts it under the namespace.
-func (s *Service) lockName(voucherID int) string {
-	return s.opts.Prefix + ":" + strconv.Itoa(voucherID)
+// keyspace names every Redis key and lock of a Service: sale keys and the registry under
+// keys (<namespace>:<prefix>), lock names under locks (<prefix>; the lock client adds the
+// namespace).
+type keyspace struct{ keys, locks string }
+
+func newKeyspace(o *Options) keyspace {
+	return keyspace{keys: KeyPrefix(o.Namespace, o.Prefix), locks: o.Prefix}
 }
 
-// userLockName is the per-user lock of the synchronous strategy.
-func (s *Service) userLockName(userID int) string {
-	return s.opts.Prefix + "-user:" + strconv.Itoa(userID)
+func (ks keyspace) sale(voucherID int) Keys { return KeysOf(ks.keys, voucherID) }
+
+// script is a voucher's keys as the seckill scripts take them.
+func (ks keyspace) script(voucherID int) lua.SeckillKeys { return lua.SeckillKeys(ks.sale(voucherID)) }
+
+// registry is a sorted set of the vouchers warmed into Redis, scored by the end of their sale
+// (Unix ms): the consumer's list of streams to read. It is only touched by single-key
+// commands, outside scripts.
+func (ks keyspace) registry() string { return RegistryKey(ks.keys) }
+
+// voucherLock is the name of the per-voucher lock (package lock) that serialises rebuilds,
+// stock changes and reconcile (and, without row locks, batch commits).
+func (ks keyspace) voucherLock(voucherID int) string {
+	return ks.locks + ":" + strconv.Itoa(voucherID)
+}
+
+// userLock is the per-user lock of the synchronous strategy.
+func (ks keyspace) userLock(userID int) string {
+	return ks.locks + "-user:" + strconv.Itoa(userID)
 }

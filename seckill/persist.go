@@ -2,254 +2,176 @@ package seckill
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/surgekit/surge/ent"
 )
 
-// order is one admitted order read from a stream.
-type order struct {
-	entry string // stream entry id
-	id    int64
-	user  int
-	at    time.Time
-}
+// outage says which service a batch found unreachable.
+type outage int
 
-// parseEntry reads the fields the admission script writes.
-func parseEntry(m redis.XMessage) (order, error) {
-	o := order{entry: m.ID}
-	get := func(k string) (int64, error) {
-		v, ok := m.Values[k].(string)
-		if !ok {
-			return 0, fmt.Errorf("entry %s has no field %q", m.ID, k)
+const (
+	noOutage outage = iota
+	databaseDown
+	redisDown
+)
+
+// persist writes a batch of entries to the database and settles what was written (with acks,
+// acknowledging it in the background). A batch that fails is retried entry by entry, so one
+// bad entry does not hold up the others; entries that still fail stay pending, to be claimed
+// again later and dead-lettered eventually. If the database or Redis is unreachable, nothing
+// is retried: persist reports the outage, and the reader waits for the service and retries
+// its own pending entries.
+func (c *consumer) persist(ctx context.Context, voucherID int, msgs []redis.XMessage, acks *acker) outage {
+	orders := c.readable(voucherID, msgs)
+	if len(orders) == 0 {
+		return noOutage
+	}
+	start := time.Now()
+	gctx, release, err := c.store.guardCommits(ctx, voucherID)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("persisting orders", "voucher", voucherID, "err", err)
 		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			return 0, fmt.Errorf("entry %s: field %q = %q is not a positive integer", m.ID, k, v)
-		}
-		return n, nil
+		return redisDown
 	}
-	var err error
-	if o.id, err = get("o"); err != nil {
-		return o, err
+	defer release()
+	st, o := c.write(ctx, gctx, voucherID, orders)
+	if st == nil {
+		return o
 	}
-	u, err := get("u")
-	if err != nil {
-		return o, err
+	c.m.rehomed.Add(float64(st.rehomed))
+	c.m.superseded.Add(float64(st.superseded))
+	if acks != nil {
+		acks.add(st.done)
+		st.done = nil
 	}
-	o.user = int(u)
-	t, err := get("t")
-	if err != nil {
-		return o, err
+	if err := c.settler.settle(context.WithoutCancel(ctx), voucherID, *st); err != nil {
+		return redisDown
 	}
-	o.at = time.UnixMilli(t).UTC()
-	return o, nil
+	c.m.batches.Observe(time.Since(start).Seconds())
+	return noOutage
 }
 
-// errStockGuard means the database has fewer units than the batch needs: Redis admitted
-// more than the database holds (someone lowered the database stock by hand, or Redis state
-// was rebuilt from a stale read). Such orders fail; their units are not put back on sale.
-var errStockGuard = errors.New("seckill: database stock lower than the orders admitted")
-
-// errRedisUnavailable wraps a failure to talk to Redis in the middle of a batch: the batch is
-// not retried entry by entry (each entry would fail the same way and count a failure against
-// it); the reader waits for Redis and then retries its own pending entries.
-var errRedisUnavailable = errors.New("seckill: Redis unavailable")
-
-// notMine says some entries of a batch stopped being this consumer's while it wrote them:
-// kept are still pending here; gone are in the stream no more (Redis lost them), the others
-// were claimed by another consumer.
-type notMine struct{ kept, gone []order }
-
-func (e *notMine) Error() string {
-	return "seckill: some entries are no longer pending with this consumer"
-}
-
-// settlement is what a batch leaves to settle in Redis, by how each order stands in the
-// database.
-type settlement struct {
-	done     []order    // a row under the order's own id (written now or before)
-	relinked []relinked // stands under another id (an alias leads there)
-	failed   []order    // recorded FAILED before this delivery
-	// New aliases this transaction wrote, for the metrics.
-	rehomed, superseded int
-}
-
-// relinked is an order that stands under another order's id: re-homed under a fresh id, or
-// superseded by the user's existing order of the voucher (then its unit goes back on sale).
-type relinked struct {
-	order      order
-	to         int64
-	superseded bool
-}
-
-func (st *settlement) empty() bool { return len(st.done)+len(st.relinked)+len(st.failed) == 0 }
-
-// place files an order by how it stands in the database; false if it stands nowhere yet
-// (or its id is another order's).
-func (st *settlement) place(o order, tr trace) bool {
-	switch tr.standing {
-	case standsOwn:
-		st.done = append(st.done, o)
-	case standsElsewhere:
-		st.relinked = append(st.relinked, relinked{order: o, to: tr.via, superseded: tr.superseded})
-	case standsFailed:
-		st.failed = append(st.failed, o)
-	default:
-		return false
-	}
-	return true
-}
-
-func (st *settlement) add(o settlement) {
-	st.done = append(st.done, o.done...)
-	st.relinked = append(st.relinked, o.relinked...)
-	st.failed = append(st.failed, o.failed...)
-	st.rehomed += o.rehomed
-	st.superseded += o.superseded
-}
-
-// writeBatch persists orders of one voucher in one transaction: the rows are inserted,
-// duplicates ignored, and the stock is decremented by the number of rows inserted, guarded
-// by stock >= n. An order that was not inserted is sorted by what the database holds (see
-// settleDuplicates): written before, re-homed under a fresh id because its id belongs to
-// another order, superseded by the user's existing order, or FAILED before.
-func (s *Service) writeBatch(ctx context.Context, voucherID int, orders []order) (st settlement, err error) {
-	tx, err := s.db.Tx(ctx)
-	if err != nil {
-		return st, err
-	}
-	defer func() {
+// readable parses a batch's entries; an unreadable one stays pending (and counts a failure).
+func (c *consumer) readable(voucherID int, msgs []redis.XMessage) []order {
+	orders := make([]order, 0, len(msgs))
+	for _, m := range msgs {
+		o, err := parseEntry(m)
 		if err != nil {
-			_ = tx.Rollback()
+			c.failures.note(m.ID, err)
+			c.log.Error("unreadable order entry left pending", "voucher", voucherID, "err", err)
+			continue
 		}
-	}()
-	if s.opts.Dialect == "mysql" {
-		// The voucher's row lock first: the insert's foreign-key check would otherwise take a
-		// shared lock on the row that the stock update below must upgrade, and two transactions
-		// doing that (another consumer, a rebuild's SELECT ... FOR UPDATE) deadlock.
-		if err := lockRowIn(ctx, tx, voucherID); err != nil {
-			return st, err
-		}
+		orders = append(orders, o)
 	}
-	inserted, err := s.insertOrders(ctx, tx, voucherID, orders, "CREATED")
-	if err != nil {
-		return st, err
-	}
-	st.done = orders
-	if inserted < len(orders) {
-		var moved int
-		if st, moved, err = s.settleDuplicates(ctx, tx, voucherID, orders); err != nil {
-			return st, err
+	return orders
+}
+
+// write writes a batch in one transaction (gctx: under what guardCommits asked), leaving
+// out the entries that stopped being this consumer's, or entry by entry if that fails for
+// another reason than an outage. It returns what to settle, nil if nothing (then the outage
+// that stopped it, if one did).
+func (c *consumer) write(ctx, gctx context.Context, voucherID int, orders []order) (*settlement, outage) {
+	st, err := c.writeBatch(gctx, voucherID, orders)
+	var nm *notMine
+	if errors.As(err, &nm) {
+		c.recordLostUntilDone(gctx, voucherID, nm.gone)
+		if len(nm.kept) == 0 {
+			return nil, noOutage
 		}
-		inserted += moved
+		orders = nm.kept
+		st, err = c.writeBatch(gctx, voucherID, orders)
 	}
-	if inserted > 0 {
-		res, err := tx.ExecContext(ctx, "UPDATE vouchers SET stock = stock - ?, updated_at = ? WHERE id = ? AND stock >= ?",
-			inserted, time.Now().UTC(), voucherID, inserted)
-		if err != nil {
-			return st, err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return st, err
-		} else if n != 1 {
-			return st, errStockGuard
-		}
+	if err == nil {
+		return &st, noOutage
 	}
-	if inserted > 0 || st.rehomed+st.superseded > 0 {
-		// Holding the voucher's row lock, make sure the entries are still pending here: if
-		// Redis lost the stream meanwhile, a rebuild has counted without them (it reads under
-		// the same row lock), and an entry another consumer claimed is that one's to write.
-		if err := s.stillMine(ctx, voucherID, orders); err != nil {
-			return st, err
-		}
+	if o := c.outageOf(ctx, err); o != noOutage {
+		c.log.Warn("orders stay queued: a service is unreachable", "voucher", voucherID, "err", err)
+		return nil, o
 	}
-	if err := tx.Commit(); err != nil {
-		return settlement{}, err
+	if st, err = c.writeEach(gctx, voucherID, orders); err != nil {
+		c.log.Warn("orders stay queued: Redis is unreachable", "voucher", voucherID, "err", err)
+		return nil, redisDown
+	}
+	return &st, noOutage
+}
+
+// writeBatch writes orders in one transaction that commits only if their entries are still
+// pending with this consumer.
+func (c *consumer) writeBatch(ctx context.Context, voucherID int, orders []order) (settlement, error) {
+	return c.store.writeBatch(ctx, voucherID, orders, func(ctx context.Context) error {
+		return c.stillMine(ctx, voucherID, orders)
+	})
+}
+
+// writeEach writes a failed batch's orders one by one; those that fail alone stay pending
+// (and count a failure against their entry). It stops at an unreachable Redis, which is no
+// fault of an entry.
+func (c *consumer) writeEach(ctx context.Context, voucherID int, orders []order) (settlement, error) {
+	var st settlement
+	var nm *notMine
+	for _, o := range orders {
+		one, err := c.writeBatch(ctx, voucherID, []order{o})
+		switch {
+		case errors.As(err, &nm):
+			// No longer this consumer's: another consumer claimed it, or Redis lost it.
+			c.recordLostUntilDone(ctx, voucherID, nm.gone)
+		case errors.Is(err, errRedisUnavailable):
+			return st, err
+		case err != nil:
+			c.failures.note(o.entry, err)
+			c.log.Error("order not persisted; it stays pending", "voucher", voucherID, "order", o.id, "err", err)
+		default:
+			st.add(one)
+		}
 	}
 	return st, nil
 }
 
-// insertOrders inserts the orders' rows with a status (CREATED holds the user's slot, FAILED
-// does not), ignoring duplicate keys, and returns how many were inserted.
-func (s *Service) insertOrders(ctx context.Context, q sqlRunner, voucherID int, orders []order, status string) (int, error) {
-	slot := "1"
-	if status == "FAILED" {
-		slot = "NULL"
-	}
-	now := time.Now().UTC()
-	var b strings.Builder
-	b.WriteString("INSERT INTO tb_voucher_order (id, created_at, updated_at, user_id, voucher_id, status, slot) VALUES ")
-	args := make([]any, 0, 5*len(orders))
-	for i, o := range orders {
-		if i > 0 {
-			b.WriteByte(',')
+// recordLostUntilDone records FAILED the orders whose entries Redis lost (see
+// sqlStore.recordLost), trying again until it succeeds or ctx ends: only this consumer still
+// knows them.
+func (c *consumer) recordLostUntilDone(ctx context.Context, voucherID int, gone []order) {
+	for pause := minRetryPause; len(gone) > 0; pause = min(2*pause, maxRetryPause) {
+		recorded, err := c.store.recordLost(ctx, voucherID, gone, func(ctx context.Context) ([]bool, error) {
+			return c.goneFromStream(ctx, voucherID, gone)
+		})
+		if err == nil {
+			c.m.lost.Add(float64(recorded))
 		}
-		b.WriteString("(?, ?, ?, ?, ?, '" + status + "', " + slot + ")")
-		args = append(args, o.id, o.at, now, o.user, voucherID)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		c.log.Error("recording orders lost with Redis's state; trying again", "voucher", voucherID, "orders", len(gone), "err", err)
+		sleep(ctx, pause)
 	}
-	res, err := q.ExecContext(ctx, s.ignoringDuplicates(b.String()), args...)
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
-	return int(n), err
 }
 
-// ignoringDuplicates ends an INSERT so that a row whose unique key exists is skipped. Only
-// duplicate keys are ignored (INSERT IGNORE would also swallow foreign-key and data errors);
-// with MySQL's no-op update, a duplicate counts 0 affected rows.
-func (s *Service) ignoringDuplicates(insert string) string {
-	if s.opts.Dialect == "mysql" {
-		return insert + " ON DUPLICATE KEY UPDATE id = id"
+// outageOf tells whether err comes from an unreachable service: Redis (as writeBatch wraps
+// it), or the database (which is then pinged, and flagged down for the reader to wait on).
+func (c *consumer) outageOf(ctx context.Context, err error) outage {
+	switch {
+	case errors.Is(err, errRedisUnavailable):
+		return redisDown
+	case !c.databaseUp(ctx):
+		c.dbDown.Store(true)
+		return databaseDown
 	}
-	return insert + " ON CONFLICT DO NOTHING"
-}
-
-// settleDuplicates sorts a batch some of whose rows were not inserted, by how each order
-// stands in the database (see traceOrders), writing what it takes in tx: an order whose id
-// belongs to another order is re-homed; one whose id is free but could not be inserted lost
-// to the user's other order of the voucher and is superseded by it. moved counts the rows
-// inserted under fresh ids, which take stock.
-func (s *Service) settleDuplicates(ctx context.Context, tx *ent.Tx, voucherID int, orders []order) (st settlement, moved int, err error) {
-	traces, err := s.traceOrders(ctx, tx, voucherID, orders)
-	if err != nil {
-		return st, 0, err
-	}
-	for i, o := range orders {
-		if st.place(o, traces[i]) {
-			continue
-		}
-		r, err := s.rehomeIn(ctx, tx, voucherID, o, traces[i].standing == standsTaken)
-		if err != nil {
-			return st, 0, err
-		}
-		st.relinked = append(st.relinked, r)
-		if r.superseded {
-			st.superseded++
-		} else {
-			st.rehomed++
-			moved++
-		}
-	}
-	return st, moved, nil
+	return noOutage
 }
 
 // stillMine checks that the orders' entries are still pending with this consumer. If some
 // are not, it returns *notMine: the ones still pending here, and those gone from the stream.
 // A failure to ask Redis is errRedisUnavailable.
-func (s *Service) stillMine(ctx context.Context, voucherID int, orders []order) error {
-	stream := s.keys(voucherID).Orders
-	pending, err := bounded(ctx, s.rdb, func(ctx context.Context) ([]redis.XPendingExt, error) {
-		return s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-			Stream: stream, Group: s.opts.Group, Consumer: s.opts.Consumer,
+func (c *consumer) stillMine(ctx context.Context, voucherID int, orders []order) error {
+	stream := c.keys.sale(voucherID).Orders
+	pending, err := bounded(ctx, c.rdb, func(ctx context.Context) ([]redis.XPendingExt, error) {
+		return c.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: stream, Group: c.opts.group, Consumer: c.opts.name,
 			Start: orders[0].entry, End: orders[len(orders)-1].entry, Count: int64(len(orders)),
 		}).Result()
 	})
@@ -272,26 +194,27 @@ func (s *Service) stillMine(ctx context.Context, voucherID int, orders []order) 
 	if len(others) == 0 {
 		return nil
 	}
-	inStream, err := s.inStream(ctx, stream, others)
+	gone, err := c.goneFromStream(ctx, voucherID, others)
 	if err != nil {
 		return err
 	}
 	for i, o := range others {
-		if inStream[i] {
-			s.log.Warn("order entry claimed by another consumer; skipped here", "voucher", voucherID, "order", o.id, "entry", o.entry)
-		} else {
+		if gone[i] {
 			nm.gone = append(nm.gone, o)
+		} else {
+			c.log.Warn("order entry claimed by another consumer; skipped here", "voucher", voucherID, "order", o.id, "entry", o.entry)
 		}
 	}
 	return nm
 }
 
-// inStream reports, for each order, whether the stream still holds its entry (the same entry
-// id with the same order: after a flush, a new entry can get an old one's id).
-func (s *Service) inStream(ctx context.Context, stream string, orders []order) ([]bool, error) {
-	cmds, err := bounded(ctx, s.rdb, func(ctx context.Context) ([]*redis.XMessageSliceCmd, error) {
+// goneFromStream reports, for each order, whether the stream no longer holds its entry (the
+// same entry id with the same order: after a flush, a new entry can get an old one's id).
+func (c *consumer) goneFromStream(ctx context.Context, voucherID int, orders []order) ([]bool, error) {
+	stream := c.keys.sale(voucherID).Orders
+	cmds, err := bounded(ctx, c.rdb, func(ctx context.Context) ([]*redis.XMessageSliceCmd, error) {
 		cmds := make([]*redis.XMessageSliceCmd, len(orders))
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, o := range orders {
 				cmds[i] = p.XRangeN(ctx, stream, o.entry, o.entry, 1)
 			}
@@ -305,15 +228,48 @@ func (s *Service) inStream(ctx context.Context, stream string, orders []order) (
 	out := make([]bool, len(orders))
 	for i, o := range orders {
 		msgs, _ := cmds[i].Result()
-		out[i] = len(msgs) == 1 && msgs[0].Values["o"] == strconv.FormatInt(o.id, 10)
+		out[i] = len(msgs) != 1 || !o.carries(msgs[0])
 	}
 	return out, nil
 }
 
-func isNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
+// acker acknowledges a reader's persisted entries in the background, in order, so that the
+// XACK/XDEL of one batch overlaps the read and the insert of the next (Redis and the database
+// work at the same time). Until then the entries are both in the database and pending here,
+// the state a crash between commit and acknowledgement leaves: a rebuild settles such entries
+// first (settlePersisted) and reconcile counts them as persisted, so nothing depends on the
+// delay.
+type acker struct {
+	batches chan []order
+	done    chan struct{}
+	failed  atomic.Bool // an acknowledgement failed: the reader retries its own pending entries
+}
 
-// sqlRunner is a transaction or the client: what the order store's raw queries run on.
-type sqlRunner interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+// ackerQueue is how many persisted batches may wait for their acknowledgement.
+const ackerQueue = 4
+
+func (c *consumer) startAcker(ctx context.Context, voucherID int) *acker {
+	a := &acker{batches: make(chan []order, ackerQueue), done: make(chan struct{})}
+	ctx = context.WithoutCancel(ctx) // persisted entries are acknowledged even while stopping
+	go func() {
+		defer close(a.done)
+		for done := range a.batches {
+			if err := c.settler.settle(ctx, voucherID, settlement{done: done}); err != nil {
+				a.failed.Store(true)
+			}
+		}
+	}()
+	return a
+}
+
+func (a *acker) add(done []order) {
+	if len(done) > 0 {
+		a.batches <- done
+	}
+}
+
+// stop acknowledges what is queued, then returns.
+func (a *acker) stop() {
+	close(a.batches)
+	<-a.done
 }

@@ -2,11 +2,12 @@ package seckill
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"strings"
 
 	"github.com/surgekit/surge/ent"
+	"github.com/surgekit/surge/ent/predicate"
+	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/ent/seckillorderalias"
 )
 
 // When Redis loses state (a flush, a failover to a replica that lagged, an AOF that lost its
@@ -24,128 +25,122 @@ import (
 // taken only while the id counter is behind, which a rebuild corrects.
 const maxRehomeTries = 3
 
-// standing is how an admitted order stands in the database.
-type standing int
-
-const (
-	standsNowhere   standing = iota // no row, no alias: not written yet
-	standsOwn                       // a live row under its own id, of its user and voucher
-	standsElsewhere                 // an alias leads to a live order under another id
-	standsFailed                    // recorded FAILED (under its id, or where its alias leads)
-	standsTaken                     // its id is another order's row, and no alias leads anywhere
-)
-
-// trace is how one order stands.
-type trace struct {
-	standing   standing
-	via        int64 // standsElsewhere: the order standing for it
-	superseded bool  // standsElsewhere: the user's other order, not a re-homed copy
+// trace finds how each order of a voucher stands in the database: two queries for the rows
+// under the orders' ids and the aliases from them, and one for where those aliases lead.
+func (s *sqlStore) trace(ctx context.Context, voucherID int, orders []order) ([]trace, error) {
+	return s.traceIn(ctx, s.db, voucherID, orders)
 }
 
-// Alias reasons, as stored.
-const (
-	aliasRehomed    = "REHOMED"
-	aliasSuperseded = "SUPERSEDED"
-)
-
-type orderRow struct {
-	user, voucher int
-	failed        bool
-}
-
-type aliasKey struct {
-	user int
-	id   int64
-}
-
-type aliasRow struct {
-	to                 int64
-	superseded, failed bool
-}
-
-// traceOrders finds how each order of a voucher stands in the database: two queries for the
-// whole batch (the rows under the orders' ids, the aliases from them).
-func (s *Service) traceOrders(ctx context.Context, q sqlRunner, voucherID int, orders []order) ([]trace, error) {
-	ids := make([]any, len(orders))
+func (s *sqlStore) traceIn(ctx context.Context, c *ent.Client, voucherID int, orders []order) ([]trace, error) {
+	ids := make([]int, len(orders))
 	for i, o := range orders {
-		ids[i] = o.id
+		ids[i] = int(o.id)
 	}
-	in := placeholders(len(orders))
-	rows := map[int64]orderRow{}
-	err := scanRows(ctx, q, "SELECT id, user_id, voucher_id, status FROM tb_voucher_order WHERE id IN ("+in+")", ids,
-		func(r *sql.Rows) error {
-			var id int64
-			var row orderRow
-			var status string
-			err := r.Scan(&id, &row.user, &row.voucher, &status)
-			row.failed = status == "FAILED"
-			rows[id] = row
-			return err
-		})
+	found, err := c.SeckillOrder.Query().Where(seckillorder.IDIn(ids...)).
+		Select(seckillorder.FieldID, seckillorder.FieldUserID, seckillorder.FieldVoucherID, seckillorder.FieldStatus).All(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("seckill: reading orders: %w", err)
 	}
-	aliases := map[aliasKey]aliasRow{}
-	err = scanRows(ctx, q, "SELECT a.user_id, a.admitted_id, a.order_id, a.reason, o.status FROM tb_voucher_order_alias a"+
-		" JOIN tb_voucher_order o ON o.id = a.order_id WHERE a.voucher_id = ? AND a.admitted_id IN ("+in+")",
-		append([]any{voucherID}, ids...),
-		func(r *sql.Rows) error {
-			var k aliasKey
-			var a aliasRow
-			var reason, status string
-			err := r.Scan(&k.user, &k.id, &a.to, &reason, &status)
-			a.superseded, a.failed = reason == aliasSuperseded, status == "FAILED"
-			aliases[k] = a
-			return err
-		})
+	rows := make(map[int64]orderRow, len(found))
+	for _, r := range found {
+		rows[int64(r.ID)] = orderRow{user: r.UserID, voucher: r.VoucherID, failed: r.Status == seckillorder.StatusFAILED}
+	}
+	aliases, err := aliasesWhere(ctx, c, seckillorderalias.VoucherID(voucherID), seckillorderalias.AdmittedIDIn(ids...))
 	if err != nil {
 		return nil, fmt.Errorf("seckill: reading order aliases: %w", err)
 	}
+	byKey := make(map[aliasKey]aliasRow, len(aliases))
+	for _, a := range aliases {
+		byKey[a.from] = a.to
+	}
 	out := make([]trace, len(orders))
 	for i, o := range orders {
-		out[i] = classify(o, voucherID, rows, aliases)
+		out[i] = classify(o, voucherID, rows, byKey)
 	}
 	return out, nil
 }
 
-// classify tells how an order of a voucher stands, given the rows under the ids in question
-// and the aliases from them.
-func classify(o order, voucherID int, rows map[int64]orderRow, aliases map[aliasKey]aliasRow) trace {
-	if a, ok := aliases[aliasKey{o.user, o.id}]; ok {
-		if a.failed {
-			return trace{standing: standsFailed}
+// aliasesWhere reads the aliases that match, oldest first, with the status of the order each
+// leads to; an alias whose order is missing is left out.
+func aliasesWhere(ctx context.Context, c *ent.Client, where ...predicate.SeckillOrderAlias) ([]aliasRecord, error) {
+	found, err := c.SeckillOrderAlias.Query().Where(where...).Order(ent.Asc(seckillorderalias.FieldID)).All(ctx)
+	if err != nil || len(found) == 0 {
+		return nil, err
+	}
+	targets := make([]int, len(found))
+	for i, a := range found {
+		targets[i] = a.OrderID
+	}
+	statuses, err := c.SeckillOrder.Query().Where(seckillorder.IDIn(targets...)).
+		Select(seckillorder.FieldID, seckillorder.FieldStatus).All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	failed := make(map[int]bool, len(statuses))
+	for _, o := range statuses {
+		failed[o.ID] = o.Status == seckillorder.StatusFAILED
+	}
+	out := make([]aliasRecord, 0, len(found))
+	for _, a := range found {
+		isFailed, exists := failed[a.OrderID]
+		if !exists {
+			continue
 		}
-		return trace{standing: standsElsewhere, via: a.to, superseded: a.superseded}
+		out = append(out, aliasRecord{
+			from: aliasKey{user: a.UserID, id: int64(a.AdmittedID)},
+			to:   aliasRow{to: int64(a.OrderID), superseded: a.Reason == seckillorderalias.ReasonSUPERSEDED, failed: isFailed},
+		})
 	}
-	row, ok := rows[o.id]
-	switch {
-	case !ok:
-		return trace{standing: standsNowhere}
-	case row.user != o.user || row.voucher != voucherID:
-		return trace{standing: standsTaken}
-	case row.failed:
-		return trace{standing: standsFailed}
-	}
-	return trace{standing: standsOwn}
+	return out, nil
 }
 
-// rehomeIn settles, in tx, an order that could not be inserted under its id: if the user
-// holds a live order of the voucher, the order is superseded by it; otherwise, if its id is
-// another order's (taken), it is stored under a fresh id. Either way an alias leads from the
-// id the user was told to the order standing for it.
-func (s *Service) rehomeIn(ctx context.Context, tx *ent.Tx, voucherID int, o order, taken bool) (relinked, error) {
-	existing, err := liveOrderOf(ctx, tx, o.user, voucherID)
+// settleDuplicates sorts a batch some of whose rows were not inserted, by how each order
+// stands in the database (see trace), writing what it takes in c's transaction: an order
+// whose id belongs to another order is re-homed; one whose id is free but could not be
+// inserted lost to the user's other order of the voucher and is superseded by it. moved
+// counts the rows inserted under fresh ids, which take stock.
+func (s *sqlStore) settleDuplicates(ctx context.Context, c *ent.Client, voucherID int, orders []order) (st settlement, moved int, err error) {
+	traces, err := s.traceIn(ctx, c, voucherID, orders)
+	if err != nil {
+		return st, 0, err
+	}
+	for i, o := range orders {
+		if st.place(o, traces[i]) {
+			continue
+		}
+		r, err := s.rehome(ctx, c, voucherID, o, traces[i].standing == standsTaken)
+		if err != nil {
+			return st, 0, err
+		}
+		st.relinked = append(st.relinked, r)
+		if r.superseded {
+			st.superseded++
+		} else {
+			st.rehomed++
+			moved++
+		}
+	}
+	return st, moved, nil
+}
+
+// rehome settles, in c's transaction, an order that could not be inserted under its id: if
+// the user holds a live order of the voucher, the order is superseded by it; otherwise, if its
+// id is another order's (taken), it is stored under a fresh id. Either way an alias leads from
+// the id the user was told to the order standing for it.
+func (s *sqlStore) rehome(ctx context.Context, c *ent.Client, voucherID int, o order, taken bool) (relinked, error) {
+	existing, err := liveOrderOf(ctx, c, o.user, voucherID)
 	if err != nil {
 		return relinked{}, err
 	}
 	if existing != 0 {
 		s.log.Warn("order superseded by the user's existing order", "voucher", voucherID, "order", o.id, "existing", existing, "user", o.user)
-		return relinked{order: o, to: existing, superseded: true}, s.insertAlias(ctx, tx, voucherID, o, existing, aliasSuperseded)
+		return relinked{order: o, to: existing, superseded: true},
+			s.insertAlias(ctx, c, voucherID, o, existing, seckillorderalias.ReasonSUPERSEDED)
 	}
 	if !taken {
 		return relinked{}, fmt.Errorf("seckill: order %d was neither inserted nor a duplicate", o.id)
 	}
-	id, err := s.freshRowIn(ctx, tx, voucherID, o, "CREATED")
+	id, err := s.freshRow(ctx, c, voucherID, o, seckillorder.StatusCREATED)
 	if err != nil {
 		return relinked{}, err
 	}
@@ -154,9 +149,9 @@ func (s *Service) rehomeIn(ctx context.Context, tx *ent.Tx, voucherID int, o ord
 	return relinked{order: o, to: id}, nil
 }
 
-// freshRowIn inserts the order's row with a status under a fresh id, and an alias from its
-// own id to it; it returns the fresh id.
-func (s *Service) freshRowIn(ctx context.Context, q sqlRunner, voucherID int, o order, status string) (int64, error) {
+// freshRow inserts the order's row with a status under a fresh id, and an alias from its own
+// id to it; it returns the fresh id.
+func (s *sqlStore) freshRow(ctx context.Context, c *ent.Client, voucherID int, o order, status seckillorder.Status) (int64, error) {
 	// Its id was issued twice: the counter lost counts. Raise fences it above that id first.
 	if err := s.ids.Raise(ctx, o.id); err != nil {
 		return 0, fmt.Errorf("seckill: raising the order id counter above %d: %w", o.id, err)
@@ -168,72 +163,82 @@ func (s *Service) freshRowIn(ctx context.Context, q sqlRunner, voucherID int, o 
 		}
 		moved := o
 		moved.id = id
-		n, err := s.insertOrders(ctx, q, voucherID, []order{moved}, status)
+		n, err := s.insertOrders(ctx, c, voucherID, []order{moved}, status)
 		if err != nil {
 			return 0, err
 		}
 		if n == 1 {
-			return id, s.insertAlias(ctx, q, voucherID, o, id, aliasRehomed)
+			return id, s.insertAlias(ctx, c, voucherID, o, id, seckillorderalias.ReasonREHOMED)
 		}
 	}
 	return 0, fmt.Errorf("seckill: no free id for order %d after %d fresh ids", o.id, maxRehomeTries)
 }
 
-// ensureFailedIn records an order FAILED unless it stands somewhere already: under its own
+// liveOrderOf returns the user's live order of the voucher (the one holding the slot), or 0.
+func liveOrderOf(ctx context.Context, c *ent.Client, userID, voucherID int) (int64, error) {
+	ids, err := c.SeckillOrder.Query().
+		Where(seckillorder.UserID(userID), seckillorder.VoucherID(voucherID), seckillorder.Slot(true)).IDs(ctx)
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	return int64(ids[len(ids)-1]), nil
+}
+
+// ensureFailed records an order FAILED unless it stands somewhere already: under its own
 // id, or, if that id is another order's, under a fresh id that an alias leads to. It reports
 // whether it wrote a record.
-func (s *Service) ensureFailedIn(ctx context.Context, q sqlRunner, voucherID int, o order, tr trace) (bool, error) {
+func (s *sqlStore) ensureFailed(ctx context.Context, c *ent.Client, voucherID int, o order, tr trace) (bool, error) {
 	switch tr.standing {
 	case standsNowhere:
-		n, err := s.insertOrders(ctx, q, voucherID, []order{o}, "FAILED")
+		n, err := s.insertOrders(ctx, c, voucherID, []order{o}, seckillorder.StatusFAILED)
 		return n == 1, err
 	case standsTaken:
-		_, err := s.freshRowIn(ctx, q, voucherID, o, "FAILED")
+		_, err := s.freshRow(ctx, c, voucherID, o, seckillorder.StatusFAILED)
 		return err == nil, err
 	}
 	return false, nil
 }
 
-// recordFailed records an order given up on as FAILED (see ensureFailedIn), holding the
+// recordFailed records an order given up on as FAILED (see ensureFailed), holding the
 // voucher's row lock so that no batch commit lands meanwhile, and returns how it stood: an
 // order that stands as a live order was persisted after all.
-func (s *Service) recordFailed(ctx context.Context, voucherID int, o order) (trace, error) {
+func (s *sqlStore) recordFailed(ctx context.Context, voucherID int, o order) (trace, error) {
 	var tr trace
-	err := s.inVoucherTx(ctx, voucherID, func(tx *ent.Tx) error {
-		traces, err := s.traceOrders(ctx, tx, voucherID, []order{o})
+	err := s.inVoucherTx(ctx, voucherID, func(c *ent.Client) error {
+		traces, err := s.traceIn(ctx, c, voucherID, []order{o})
 		if err != nil {
 			return err
 		}
 		tr = traces[0]
-		_, err = s.ensureFailedIn(ctx, tx, voucherID, o, tr)
+		_, err = s.ensureFailed(ctx, c, voucherID, o, tr)
 		return err
 	})
 	return tr, err
 }
 
 // recordLost records FAILED the orders of a batch whose entries vanished from the stream
-// while this consumer wrote them (Redis lost them: a flush, a restart without persistence, a
+// while a consumer wrote them (Redis lost them: a flush, a restart without persistence, a
 // failover): a rebuild may already have counted without them, so writing them now could
 // oversell; dropping them would leave their users with an order id that leads nowhere. It
-// checks again, holding the voucher's row lock, that each entry is gone and its order
+// checks again, holding the voucher's row lock, that each entry is gone (gone) and its order
 // nowhere in the database, and returns how many it recorded.
-func (s *Service) recordLost(ctx context.Context, voucherID int, gone []order) (int, error) {
+func (s *sqlStore) recordLost(ctx context.Context, voucherID int, orders []order, gone func(context.Context) ([]bool, error)) (int, error) {
 	recorded := 0
-	err := s.inVoucherTx(ctx, voucherID, func(tx *ent.Tx) error {
+	err := s.inVoucherTx(ctx, voucherID, func(c *ent.Client) error {
 		recorded = 0
-		present, err := s.inStream(ctx, s.keys(voucherID).Orders, gone)
+		isGone, err := gone(ctx)
 		if err != nil {
 			return err
 		}
-		traces, err := s.traceOrders(ctx, tx, voucherID, gone)
+		traces, err := s.traceIn(ctx, c, voucherID, orders)
 		if err != nil {
 			return err
 		}
-		for i, o := range gone {
-			if present[i] {
+		for i, o := range orders {
+			if !isGone[i] {
 				continue
 			}
-			wrote, err := s.ensureFailedIn(ctx, tx, voucherID, o, traces[i])
+			wrote, err := s.ensureFailed(ctx, c, voucherID, o, traces[i])
 			if err != nil {
 				return err
 			}
@@ -245,62 +250,5 @@ func (s *Service) recordLost(ctx context.Context, voucherID int, gone []order) (
 		}
 		return nil
 	})
-	if err != nil {
-		return 0, err
-	}
-	s.m.lost.Add(float64(recorded))
-	return recorded, nil
+	return recorded, err
 }
-
-// inVoucherTx runs fn in a transaction that holds the voucher's row lock (MySQL) and commits
-// it if fn succeeds. With SQLite the caller serialises on the voucher's Redis lock instead.
-func (s *Service) inVoucherTx(ctx context.Context, voucherID int, fn func(tx *ent.Tx) error) error {
-	tx, err := s.db.Tx(ctx)
-	if err != nil {
-		return err
-	}
-	if s.opts.Dialect == "mysql" {
-		if err := lockRowIn(ctx, tx, voucherID); err != nil {
-			_ = tx.Rollback()
-			return err
-		}
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
-}
-
-// insertAlias writes the alias from the id a user was told to the order standing for it.
-func (s *Service) insertAlias(ctx context.Context, q sqlRunner, voucherID int, o order, to int64, reason string) error {
-	_, err := q.ExecContext(ctx, s.ignoringDuplicates(
-		"INSERT INTO tb_voucher_order_alias (user_id, voucher_id, admitted_id, order_id, reason, created_at) VALUES (?, ?, ?, ?, ?, ?)"),
-		o.user, voucherID, o.id, to, reason, o.at)
-	return err
-}
-
-// liveOrderOf returns the user's live order of the voucher (the one holding the slot), or 0.
-func liveOrderOf(ctx context.Context, q sqlRunner, userID, voucherID int) (int64, error) {
-	var id int64
-	err := scanRows(ctx, q, "SELECT id FROM tb_voucher_order WHERE user_id = ? AND voucher_id = ? AND slot = 1",
-		[]any{userID, voucherID}, func(r *sql.Rows) error { return r.Scan(&id) })
-	return id, err
-}
-
-// scanRows runs a query and calls each for every row.
-func scanRows(ctx context.Context, q sqlRunner, query string, args []any, each func(*sql.Rows) error) error {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := each(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
-}
-
-func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }

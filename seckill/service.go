@@ -8,18 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/surgekit/surge/ent"
-	"github.com/surgekit/surge/ent/voucher"
 	"github.com/surgekit/surge/idgen"
 	"github.com/surgekit/surge/lock"
 	"github.com/surgekit/surge/redisctx"
@@ -35,10 +30,8 @@ const (
 	StrategySync Strategy = "sync"
 )
 
-// DefaultPrefix names the sale keys and locks when Options.Prefix is empty.
-const DefaultPrefix = "seckill"
-
-// Options configures a Service. Zero values take the defaults noted.
+// Options configures a Service. Zero values take the defaults noted. Each part of the
+// service reads its own group of fields (admissionOptions, consumerOptions).
 type Options struct {
 	Strategy Strategy // StrategyLua
 	// Namespace starts every Redis key of the service, so deployments can share a Redis: sale
@@ -49,19 +42,22 @@ type Options struct {
 	// Prefix names the sale keys and locks (within Namespace). ("seckill")
 	Prefix string
 	// Dialect is the database's ent dialect: "mysql" or "sqlite3". ("mysql")
-	Dialect   string
-	RateLimit RateLimit
-	// Pipelines is how many batches of admission calls may be in flight at once: concurrent
-	// grabs are sent together, one script call per voucher and one round trip per batch.
-	// < 0 sends each grab on its own. (2)
-	Pipelines int
+	Dialect string
 	// Clock gives the time grabs are judged at (the sale window). (time.Now)
 	Clock  func() time.Time
 	Logger *slog.Logger
 	// Registerer receives the surge_seckill_* metrics. (none)
 	Registerer prometheus.Registerer
 
-	// Consumer settings (StrategyLua).
+	// Admission (admission.go).
+
+	RateLimit RateLimit
+	// Pipelines is how many batches of admission calls may be in flight at once: concurrent
+	// grabs are sent together, one script call per voucher and one round trip per batch.
+	// < 0 sends each grab on its own. (2)
+	Pipelines int
+
+	// Order consumer (consumer.go; StrategyLua).
 
 	// StreamClient serves the consumer's blocking reads, each of which holds a connection for
 	// up to Block; a separate pool keeps them from starving grabs. (the main client)
@@ -81,16 +77,27 @@ type Options struct {
 	Linger time.Duration
 }
 
+// DefaultPrefix names the sale keys and locks when Options.Prefix is empty.
+const DefaultPrefix = "seckill"
+
+// The defaults of Options.
+const (
+	defaultPrefix           = DefaultPrefix
+	defaultDialect          = "mysql"
+	defaultPipelines        = 2
+	defaultGroup            = "orders"
+	defaultBatchSize        = 500
+	defaultBlock            = time.Second
+	defaultClaimIdle        = 30 * time.Second
+	defaultMaxDeliveries    = 5
+	defaultDeadLetterMaxLen = 100_000
+	defaultLinger           = time.Hour
+)
+
 func (o *Options) setDefaults() {
-	if o.Strategy == "" {
-		o.Strategy = StrategyLua
-	}
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
-	}
-	if o.Dialect == "" {
-		o.Dialect = "mysql"
-	}
+	o.Strategy = orDefault(o.Strategy, StrategyLua)
+	o.Prefix = orDefault(o.Prefix, defaultPrefix)
+	o.Dialect = orDefault(o.Dialect, defaultDialect)
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -98,158 +105,80 @@ func (o *Options) setDefaults() {
 		o.Logger = slog.Default()
 	}
 	if o.Pipelines == 0 {
-		o.Pipelines = 2
+		o.Pipelines = defaultPipelines
 	}
-	if o.Group == "" {
-		o.Group = "orders"
-	}
+	o.Group = orDefault(o.Group, defaultGroup)
 	if o.Consumer == "" {
 		host, _ := os.Hostname()
 		o.Consumer = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))
 	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = 500
-	}
-	if o.Block <= 0 {
-		o.Block = time.Second
-	}
-	if o.ClaimIdle <= 0 {
-		o.ClaimIdle = 30 * time.Second
-	}
-	if o.MaxDeliveries <= 0 {
-		o.MaxDeliveries = 5
-	}
-	if o.DeadLetterMaxLen <= 0 {
-		o.DeadLetterMaxLen = 100_000
-	}
-	if o.Linger <= 0 {
-		o.Linger = time.Hour
-	}
+	o.BatchSize = positive(o.BatchSize, defaultBatchSize)
+	o.Block = positive(o.Block, defaultBlock)
+	o.ClaimIdle = positive(o.ClaimIdle, defaultClaimIdle)
+	o.MaxDeliveries = positive(o.MaxDeliveries, defaultMaxDeliveries)
+	o.DeadLetterMaxLen = positive(o.DeadLetterMaxLen, defaultDeadLetterMaxLen)
+	o.Linger = positive(o.Linger, defaultLinger)
 }
 
-// Service runs flash sales. It is safe for concurrent use; Close it when done.
-type Service struct {
-	db    *ent.Client
-	rdb   redis.UniversalClient
-	opts  Options
-	ids   *idgen.Generator
-	locks *lock.Client
-	limit *limiter
-	log   *slog.Logger
-	m     *metrics
-	batch *batcher // nil: one call per grab
-
-	warms    singleflight.Group
-	infoMu   sync.Mutex
-	info     map[int]voucherInfo // recent "is this a seckill voucher" answers
-	closedMu sync.RWMutex        // orders closed with the start of background work
-	closed   bool
-	bg       sync.WaitGroup // background work: Close waits for it
-	life     context.Context
-	endLife  context.CancelFunc // called by Close: background work and shared warms stop
-	lastErr  sync.Map           // entry id -> why its last persist attempt failed
-	orphans  sync.Map           // stream -> a read given up on delivered entries here
-	dbDown   atomic.Bool        // the last persist found the database unreachable
-}
-
-// voucherInfo caches, for a second, whether an id is a seckill voucher: a NOT_READY grab
-// must tell "no such voucher" apart without a database read per request.
-type voucherInfo struct {
-	seckill bool
-	at      time.Time
-	warmAt  time.Time
-}
-
-// New returns a Service on the database and Redis. It opens nothing; with StrategyLua,
-// RunConsumer must run somewhere (in at least one process) for orders to reach the database.
-func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error) {
-	if db == nil || rdb == nil {
-		return nil, errors.New("seckill: New needs a database and a Redis client")
+// orDefault is v, or def if v is empty.
+func orDefault[T ~string](v, def T) T {
+	if v == "" {
+		return def
 	}
-	o.setDefaults()
+	return v
+}
+
+// positive is v, or def if v is not positive.
+func positive[T int | int64 | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+func (o *Options) validate() error {
 	switch o.Strategy {
 	case StrategyLua, StrategySync:
 	default:
-		return nil, fmt.Errorf("seckill: unknown strategy %q (want %q or %q)", o.Strategy, StrategyLua, StrategySync)
+		return fmt.Errorf("seckill: unknown strategy %q (want %q or %q)", o.Strategy, StrategyLua, StrategySync)
 	}
 	if strings.ContainsAny(o.Prefix, "{} ") {
-		return nil, fmt.Errorf("seckill: invalid prefix %q", o.Prefix)
+		return fmt.Errorf("seckill: invalid prefix %q", o.Prefix)
 	}
 	if strings.ContainsAny(o.Namespace, "{} ") || strings.HasPrefix(o.Namespace, ":") || strings.HasSuffix(o.Namespace, ":") {
-		return nil, fmt.Errorf("seckill: invalid namespace %q", o.Namespace)
+		return fmt.Errorf("seckill: invalid namespace %q", o.Namespace)
 	}
-	switch o.Dialect {
-	case "mysql", "sqlite3":
-	default:
-		return nil, fmt.Errorf("seckill: unsupported dialect %q (want mysql or sqlite3)", o.Dialect)
-	}
-	if o.StreamClient == nil {
-		o.StreamClient = rdb
-	}
-	ids, err := idgen.NewSegment(rdb, "order", idgen.WithClock(o.Clock), idgen.WithNamespace(o.Namespace))
-	if err != nil {
-		return nil, err
-	}
-	s := &Service{
-		db:   db,
-		rdb:  rdb,
-		opts: o,
-		ids:  ids,
-		// A short lease: a consumer killed while holding a voucher's lock blocks that voucher's
-		// other consumers and rebuilds until the lease runs out.
-		locks: lock.New(rdb, lock.Options{Prefix: inNamespace(o.Namespace, "lock"), WatchdogLease: 3 * time.Second}),
-		limit: newLimiter(o.RateLimit),
-		log:   o.Logger.With("component", "seckill"),
-		m:     newMetrics(o.Registerer),
-		info:  map[int]voucherInfo{},
-	}
-	s.life, s.endLife = context.WithCancel(context.Background())
-	if o.Pipelines > 0 && o.Strategy == StrategyLua {
-		s.batch = newBatcher(s, o.Pipelines)
-	}
-	return s, nil
+	return nil
 }
 
-// Strategy reports the strategy this service runs.
-func (s *Service) Strategy() Strategy { return s.opts.Strategy }
-
-// Close stops background work and waits for it. It does not wait for RunConsumer, which stops
-// with its context.
-func (s *Service) Close() error {
-	s.closedMu.Lock()
-	s.closed = true
-	s.closedMu.Unlock()
-	s.endLife()
-	s.bg.Wait()
-	if s.batch != nil {
-		s.batch.close()
-	}
-	return errors.Join(s.ids.Close(), s.locks.Close())
+func (o *Options) admission() admissionOptions {
+	return admissionOptions{strategy: o.Strategy, rateLimit: o.RateLimit, pipelines: o.Pipelines, clock: o.Clock}
 }
 
-func (s *Service) isClosed() bool {
-	s.closedMu.RLock()
-	defer s.closedMu.RUnlock()
-	return s.closed
+func (o *Options) consumer() consumerOptions {
+	return consumerOptions{
+		streams: o.StreamClient, group: o.Group, name: o.Consumer, batchSize: o.BatchSize,
+		block: o.Block, claimIdle: o.ClaimIdle, maxDeliveries: o.MaxDeliveries, linger: o.Linger, clock: o.Clock,
+	}
 }
 
-// goBackground runs work in a goroutine that Close waits for, with a context that Close ends;
-// after Close it runs nothing. The closed check and the registration with Close's wait happen
-// under one lock, so that Close cannot slip between them and return before the work started.
-func (s *Service) goBackground(work func(life context.Context)) {
-	s.closedMu.RLock()
-	defer s.closedMu.RUnlock()
-	if s.closed {
-		return
-	}
-	if testHookBackgroundStart != nil {
-		testHookBackgroundStart()
-	}
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		work(s.life)
-	}()
+// Service runs flash sales. It is the front of three parts, each in its own files: admission
+// (admission.go, batch.go, ratelimit.go, sync.go), the order consumer (consumer.go,
+// reader.go, persist.go, claim.go, settle.go) and recovery (recovery.go, reconcile*.go), over
+// one order store (store*.go, rehome.go) that owns the SQL. It is safe for concurrent use;
+// Close it when done.
+type Service struct {
+	opts      Options
+	rdb       redis.UniversalClient
+	ids       *idgen.Generator
+	locks     *lock.Client
+	bg        *background
+	m         *metrics
+	admission *admission
+	consumer  *consumer
+	recovery  *recovery
+	reconcile *reconciler
+	status    *statusReader
 }
 
 // Status is where an order stands.
@@ -269,6 +198,83 @@ type Admission struct {
 	createdAt time.Time // of a CREATED order: the row's created_at
 }
 
+// voucherLockLease is the lease of the per-voucher lock: a consumer killed while holding it
+// blocks that voucher's other consumers and rebuilds until the lease runs out.
+const voucherLockLease = 3 * time.Second
+
+// New returns a Service on the database and Redis. It opens nothing; with StrategyLua,
+// RunConsumer must run somewhere (in at least one process) for orders to reach the database.
+func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error) {
+	if db == nil || rdb == nil {
+		return nil, errors.New("seckill: New needs a database and a Redis client")
+	}
+	o.setDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.StreamClient == nil {
+		o.StreamClient = rdb
+	}
+	s := &Service{opts: o, rdb: rdb, bg: newBackground(), m: newMetrics(o.Registerer)}
+	var err error
+	if s.ids, err = idgen.NewSegment(rdb, "order", idgen.WithClock(o.Clock), idgen.WithNamespace(o.Namespace)); err != nil {
+		return nil, err
+	}
+	s.locks = lock.New(rdb, lock.Options{Prefix: inNamespace(o.Namespace, "lock"), WatchdogLease: voucherLockLease})
+	store, err := newSQLStore(db, o.Dialect, s.ids, s.voucherLocks(), o.Logger.With("component", "seckill"))
+	if err != nil {
+		return nil, errors.Join(err, s.ids.Close(), s.locks.Close())
+	}
+	s.assemble(store)
+	return s, nil
+}
+
+func (s *Service) voucherLocks() voucherLocks {
+	return voucherLocks{rdb: s.rdb, locks: s.locks, keys: newKeyspace(&s.opts)}
+}
+
+// assemble builds the parts on one order store.
+func (s *Service) assemble(store orderStore) {
+	o, keys, log := &s.opts, newKeyspace(&s.opts), s.opts.Logger.With("component", "seckill")
+	failures := &failures{}
+	settler := &settler{rdb: s.rdb, keys: keys, group: o.Group, deadMax: o.DeadLetterMaxLen, failures: failures, m: s.m, log: log}
+	s.recovery = &recovery{
+		rdb: s.rdb, keys: keys, store: store, locks: s.voucherLocks(), ids: s.ids, settler: settler,
+		bg: s.bg, group: o.Group, clock: o.Clock, log: log,
+	}
+	s.admission = &admission{
+		opts: o.admission(), rdb: s.rdb, keys: keys, ids: s.ids, store: store, limit: newLimiter(o.RateLimit),
+		bg: s.bg, m: s.m, log: log, warm: func(ctx context.Context, v int) error { return s.Warm(ctx, v) },
+		sync: &syncGrabber{locks: s.locks, keys: keys, store: store, clock: o.Clock},
+	}
+	if o.Pipelines > 0 && o.Strategy == StrategyLua {
+		s.admission.batch = newBatcher(s.rdb, keys, o.Clock, o.Pipelines)
+	}
+	s.consumer = &consumer{
+		opts: o.consumer(), rdb: s.rdb, keys: keys, store: store, settler: settler, m: s.m, log: log,
+		stale: s.recovery.stale, rebuildStale: s.recovery.rebuildStale, failures: failures,
+	}
+	s.reconcile = &reconciler{
+		strategy: o.Strategy, rdb: s.rdb, keys: keys, store: store, locks: s.voucherLocks(), group: o.Group,
+		clock: o.Clock, log: log,
+		rebuild: func(ctx context.Context, v int) error { return s.recovery.warmLocked(ctx, v, true) },
+	}
+	s.status = &statusReader{strategy: o.Strategy, rdb: s.rdb, keys: keys, store: store}
+}
+
+// Strategy reports the strategy this service runs.
+func (s *Service) Strategy() Strategy { return s.opts.Strategy }
+
+// Close stops background work and waits for it. It does not wait for RunConsumer, which stops
+// with its context.
+func (s *Service) Close() error {
+	s.bg.close()
+	if s.admission.batch != nil {
+		s.admission.batch.close()
+	}
+	return errors.Join(s.ids.Close(), s.locks.Close())
+}
+
 // Grab tries to buy one unit of a seckill voucher for a user. It returns the order id, or
 // ErrSoldOut, ErrAlreadyPurchased (with the existing order's id in the Admission), ErrNotStarted,
 // ErrEnded, ErrNotReady, ErrRateLimited or ErrNoSuchVoucher; other errors are failures.
@@ -280,172 +286,145 @@ func (s *Service) Grab(ctx context.Context, userID, voucherID int) (Admission, e
 	if userID <= 0 || voucherID <= 0 {
 		return Admission{}, fmt.Errorf("%w: invalid ids (user %d, voucher %d)", ErrNoSuchVoucher, userID, voucherID)
 	}
-	if s.isClosed() {
+	if s.bg.isClosed() {
 		return Admission{}, ErrClosed
 	}
-	if !s.limit.allow(userID, time.Now()) {
-		s.m.grab("rate_limited")
+	if !s.admission.limit.allow(userID, time.Now()) {
+		s.m.grab(outcome(ErrRateLimited))
 		return Admission{}, ErrRateLimited
 	}
-	grab := s.grabLua
-	if s.opts.Strategy == StrategySync {
-		grab = s.grabSync
-	}
-	a, err := redisctx.Do(ctx, s.rdb, func(ctx context.Context) (Admission, error) { return grab(ctx, userID, voucherID) })
+	a, err := redisctx.Do(ctx, s.rdb, func(ctx context.Context) (Admission, error) {
+		return s.admission.grab(ctx, userID, voucherID)
+	})
 	s.m.grab(outcome(err))
 	return a, err
 }
 
-// outcomes names the refusals in the surge_seckill_grabs_total metric.
-var outcomes = []struct {
-	err  error
-	name string
-}{
-	{ErrSoldOut, "sold_out"}, {ErrAlreadyPurchased, "already_purchased"}, {ErrNotStarted, "not_started"},
-	{ErrEnded, "ended"}, {ErrNotReady, "not_ready"}, {ErrRateLimited, "rate_limited"},
-	{ErrNoSuchVoucher, "no_such_voucher"},
+// Warm brings a voucher's sale state in Redis in line with the database: the window, on/off
+// and the stock (database stock minus the orders still queued in the stream). If Redis does
+// not hold the voucher (never warmed, or lost), it is rebuilt in full, buyers included, and
+// admission answers NOT_READY until that is done. Call it after creating or changing a seckill
+// voucher; grabs call it by themselves when Redis has lost a voucher. ErrNoSuchVoucher if the
+// voucher is not a seckill voucher. With StrategySync it does nothing.
+func (s *Service) Warm(ctx context.Context, voucherID int) error {
+	if s.opts.Strategy == StrategySync {
+		return nil
+	}
+	return s.recovery.warm(ctx, voucherID, false)
 }
 
-func outcome(err error) string {
-	if err == nil {
-		return "admitted"
+// Rebuild rebuilds a voucher's sale state in Redis from the database and the stream, even if
+// Redis holds it: admission pauses (NOT_READY) for the duration. It is what reconcile -fix does.
+func (s *Service) Rebuild(ctx context.Context, voucherID int) error {
+	if s.opts.Strategy == StrategySync {
+		return nil
 	}
-	for _, o := range outcomes {
-		if errors.Is(err, o.err) {
-			return o.name
-		}
-	}
-	return "error"
+	return s.recovery.warm(ctx, voucherID, true)
 }
 
-// grabLua runs the admission script.
-func (s *Service) grabLua(ctx context.Context, userID, voucherID int) (Admission, error) {
-	orderID, err := s.ids.Next(ctx)
-	if err != nil {
-		return Admission{}, fmt.Errorf("seckill: order id: %w", err)
+// Guard runs a change to a voucher's row (stock, window, status) under the voucher's lock and
+// then warms Redis with the result: the Redis stock becomes the new database stock minus the
+// orders still queued (read under the row lock, so a batch committed in between is counted
+// once). For a voucher that is not a seckill voucher it just runs change. change's ctx ends
+// with ctx or when the lock is lost; Guard returns at ctx's deadline whatever the Redis
+// client's settings.
+func (s *Service) Guard(ctx context.Context, voucherID int, change func(ctx context.Context) error) error {
+	if s.opts.Strategy == StrategySync {
+		return change(ctx)
 	}
-	res, err := s.admit(ctx, voucherID, userID, orderID)
-	if err != nil {
-		return Admission{}, fmt.Errorf("seckill: admission script: %w", err)
-	}
-	if len(res) != 2 {
-		return Admission{}, fmt.Errorf("seckill: admission script answered %v", res)
-	}
-	code, _ := res[0].(int64)
-	switch code {
-	case 0:
-		return Admission{OrderID: orderID, Status: StatusQueued}, nil
-	case 1:
-		return Admission{}, s.notReady(ctx, voucherID)
-	case 2:
-		return Admission{}, ErrNotStarted
-	case 3:
-		return Admission{}, ErrEnded
-	case 4:
-		return Admission{}, ErrSoldOut
-	case 5:
-		prev, _ := res[1].(string)
-		id, _ := strconv.ParseInt(prev, 10, 64)
-		return Admission{OrderID: id, Status: StatusQueued}, ErrAlreadyPurchased
-	}
-	return Admission{}, fmt.Errorf("seckill: admission script answered code %d", code)
+	return s.recovery.guard(ctx, voucherID, change)
 }
 
-// notReady answers a grab on a voucher Redis does not know: ErrNoSuchVoucher if the database
-// has no such seckill voucher, else ErrNotReady with a rebuild started in the background.
-// Both answers are cached for a second so a flood of grabs costs at most one database read
-// and one rebuild per second per process.
-func (s *Service) notReady(ctx context.Context, voucherID int) error {
-	now := time.Now()
-	s.infoMu.Lock()
-	info, ok := s.info[voucherID]
-	s.infoMu.Unlock()
-	if !ok || now.Sub(info.at) > time.Second {
-		seckill, err := s.isSeckillVoucher(ctx, voucherID)
-		if err != nil {
-			return err
-		}
-		info.seckill, info.at = seckill, now
-		s.infoMu.Lock()
-		if len(s.info) > 10_000 {
-			clear(s.info)
-		}
-		s.info[voucherID] = info
-		s.infoMu.Unlock()
+// WarmAll warms every active seckill voucher whose sale has not ended: what a server does at
+// start, so the first grabs do not meet NOT_READY. Vouchers Redis already holds are only
+// brought in line (window, on/off, stock), not rebuilt.
+func (s *Service) WarmAll(ctx context.Context) error {
+	if s.opts.Strategy == StrategySync {
+		return nil
 	}
-	if !info.seckill {
-		return ErrNoSuchVoucher
-	}
-	s.infoMu.Lock()
-	start := now.Sub(s.info[voucherID].warmAt) > time.Second
-	if start {
-		i := s.info[voucherID]
-		i.warmAt = now
-		s.info[voucherID] = i
-	}
-	s.infoMu.Unlock()
-	if start {
-		s.goBackground(func(life context.Context) { s.rebuildLost(life, voucherID) })
-	}
-	return ErrNotReady
+	return s.recovery.warmAll(ctx)
 }
 
-// isSeckillVoucher reads whether the database has a seckill voucher of this id; concurrent
-// readers of one id share one read.
-func (s *Service) isSeckillVoucher(ctx context.Context, voucherID int) (bool, error) {
-	v, err := s.shared(ctx, "info:"+strconv.Itoa(voucherID), infoReadTimeout, func(ctx context.Context) (any, error) {
-		return s.db.Voucher.Get(ctx, voucherID)
+// RunConsumer persists admitted orders until ctx ends: every second it lists the vouchers
+// warmed into Redis and keeps one reader per voucher whose sale is on (or ended less than
+// Linger ago) or whose stream still holds orders. Run it in every server process: the
+// readers of all processes share each stream's consumer group. Every second it also rebuilds
+// the vouchers whose state Redis holds from before a restart or failover. It returns nil
+// when ctx ends.
+func (s *Service) RunConsumer(ctx context.Context) error {
+	if s.opts.Strategy == StrategySync {
+		<-ctx.Done()
+		return nil
+	}
+	s.consumer.run(ctx)
+	return nil
+}
+
+// Order returns one of a user's orders, or (nil, nil) if the user has no such order. An
+// order still queued in a stream comes back as an unsaved entity with status QUEUED, its
+// voucher and user edges loaded. An order id the user was told that leads to an order under
+// another id (re-homed or superseded after Redis lost state) returns that order. It returns at
+// ctx's deadline whatever the Redis client's settings.
+func (s *Service) Order(ctx context.Context, userID int, orderID int64) (*ent.SeckillOrder, error) {
+	return redisctx.Do(ctx, s.rdb, func(ctx context.Context) (*ent.SeckillOrder, error) {
+		return s.status.order(ctx, userID, orderID)
 	})
-	if err != nil && !ent.IsNotFound(err) {
-		return false, fmt.Errorf("seckill: reading voucher %d: %w", voucherID, err)
-	}
-	vo, _ := v.(*ent.Voucher)
-	return vo != nil && vo.Kind == voucher.KindSECKILL, nil
 }
 
-// shared runs work once for all the concurrent callers of key. It runs on a context of its own
-// (the service's, bounded by timeout, ended by Close), not on the first caller's, so that one
-// caller giving up does not fail the others; each caller waits only until its own ctx ends.
-func (s *Service) shared(ctx context.Context, key string, timeout time.Duration, work func(ctx context.Context) (any, error)) (any, error) {
-	run := s.warms.DoChan(key, func() (v any, err error) {
-		defer func() {
-			// DoChan re-panics in a goroutine of its own, where nothing could recover it.
-			if p := recover(); p != nil {
-				err = fmt.Errorf("seckill: %s: panic: %v", key, p)
-			}
-		}()
-		ctx, cancel := context.WithTimeout(s.life, timeout)
-		defer cancel()
-		return work(ctx)
+// QueuedOrders lists a user's orders admitted in Redis and not yet in the database, as
+// unsaved entities with status QUEUED, newest first. It reads the buyers of the vouchers
+// whose stream is not empty (one pipelined round trip for the lengths, one for the buyers).
+// It returns at ctx's deadline whatever the Redis client's settings.
+func (s *Service) QueuedOrders(ctx context.Context, userID int) ([]*ent.SeckillOrder, error) {
+	return redisctx.Do(ctx, s.rdb, func(ctx context.Context) ([]*ent.SeckillOrder, error) {
+		return s.status.queuedOrders(ctx, userID)
 	})
-	select {
-	case r := <-run:
-		return r.Val, r.Err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }
 
-// Bounds of the work a grab on a voucher Redis lost starts.
-const (
-	infoReadTimeout       = 10 * time.Second // "is this a seckill voucher?" (one database read)
-	backgroundWarmTimeout = time.Minute      // the rebuild it starts
-)
-
-// rebuildLost rebuilds a voucher Redis lost, in the background; a failure is logged (the next
-// grab starts another), except while the service closes.
-func (s *Service) rebuildLost(life context.Context, voucherID int) {
-	ctx, cancel := context.WithTimeout(life, backgroundWarmTimeout)
-	defer cancel()
-	err := s.Warm(ctx, voucherID)
-	if err != nil && !errors.Is(err, ErrNoSuchVoucher) && life.Err() == nil {
-		s.log.Error("rebuilding a voucher's sale state", "voucher", voucherID, "err", err)
+// Stock returns the units a voucher has left for admission: Redis's count with StrategyLua
+// (ErrNotReady if Redis does not hold it), the database's with StrategySync. It returns at
+// ctx's deadline whatever the Redis client's settings.
+func (s *Service) Stock(ctx context.Context, voucherID int) (int, error) {
+	if s.opts.Strategy == StrategySync {
+		return s.status.stock(ctx, voucherID)
 	}
+	return s.admission.stock(ctx, voucherID)
 }
 
-// testHookBackgroundStart, set by tests only, runs between a background warm's closed check and
-// its start.
-var testHookBackgroundStart func()
+// Reconcile compares each voucher's sale state in Redis with the database and reports the
+// differences; with o.Fix it repairs what a rebuild can repair. Each voucher is checked under
+// its lock, so the stream consumer commits nothing meanwhile and every admitted order is seen
+// either in the database or in the stream; grabs go on during the check (a grab admitted while
+// the check reads Redis is not held against it).
+//
+// What it expects, for a voucher whose Redis state is ready:
+//   - Redis stock = max(0, database stock - queued orders not yet in the database);
+//   - buyers (user -> order) = the live orders of the database, with the users of the stream
+//     on top (their order is the queued one);
+//   - the meta hash holds the database's window and on/off, and the voucher is registered for
+//     the consumer.
+//
+// A voucher Redis does not hold is a problem if Redis still holds part of its state (the
+// registry, stock, buyers or queued orders), or if its sale is on (ACTIVE, not ended) and it
+// has orders: Redis lost it. A voucher on sale without orders was merely never warmed, and one
+// whose sale is over needs nothing from Redis; a grab would warm either. In the
+// database it flags a negative stock, users holding two live orders and rows whose slot
+// disagrees with their status. Buyers are read with HSCAN and the stream in pages, so large
+// sales do not block Redis; the voucher's lock is held for the whole check (and fix), which
+// delays that voucher's order persistence by as long.
+//
+// With StrategySync there is no Redis state: the reports carry the database figures and
+// problems only, and say so in their notes.
+//
+// Dead-lettering runs outside the voucher's lock: an entry given up on during the check can
+// show as a transient difference; check again.
+//
+// It returns at ctx's deadline whatever the Redis client's settings.
+func (s *Service) Reconcile(ctx context.Context, o ReconcileOptions) ([]VoucherReport, error) {
+	return redisctx.Do(ctx, s.rdb, func(ctx context.Context) ([]VoucherReport, error) {
+		return s.reconcile.reconcile(ctx, o)
+	})
+}
 
 func randomHex(n int) string {
 	b := make([]byte, n)

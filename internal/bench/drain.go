@@ -67,7 +67,57 @@ type drainRow struct {
 	at   int64 // Unix ms
 }
 
+// drain is one run of the drain scenario: its setup and what it created, for the phases.
+type drain struct {
+	ctx   context.Context
+	cfg   app.Config
+	app   *app.App
+	svc   *seckill.Service
+	out   *output
+	n     int
+	res   DrainResult
+	head  string // the phone prefix of the users it inserted
+	vid   int    // the voucher it created (0: none yet)
+	users []int
+	rows  []drainRow
+}
+
 func runDrain(ctx context.Context, args []string, out *output) error {
+	cfg, n, timeout, err := drainFlags(args, out)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	began := time.Now()
+	d := &drain{ctx: ctx, cfg: cfg, out: out, n: n}
+	d.res = DrainResult{Scenario: "drain", Redis: strings.Join(cfg.RedisAddrs, ","), Run: runID(), Namespace: cfg.Namespace, Orders: n}
+	closeAll, err := d.open()
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	defer d.cleanup()
+	for _, phase := range []func() error{d.insertUsers, func() error { return d.createVoucher(timeout) }, d.orderRows} {
+		if err := phase(); err != nil {
+			return err
+		}
+	}
+	if err := d.measure(); err != nil {
+		return err
+	}
+	d.res.ElapsedMS = ms(time.Since(began))
+	if err := out.json(d.res); err != nil {
+		return err
+	}
+	if !d.res.OK {
+		return fmt.Errorf("bench drain: %d of %d orders persisted, stock %d", d.res.OrdersInDB, n, d.res.StockDB)
+	}
+	return nil
+}
+
+// drainFlags parses the scenario's flags and checks the configuration.
+func drainFlags(args []string, out *output) (app.Config, int, time.Duration, error) {
 	fs := flag.NewFlagSet("surge bench drain", flag.ContinueOnError)
 	fs.SetOutput(out.errw)
 	fs.Usage = func() {
@@ -79,244 +129,266 @@ func runDrain(ctx context.Context, args []string, out *output) error {
 	timeout := fs.Duration("timeout", 10*time.Minute, "bound on the whole run")
 	jsonOnly := fs.Bool("json-only", false, "print only the final JSON line")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return app.Config{}, 0, 0, err
 	}
 	out.jsonOnly = *jsonOnly
 	cfg, err := build()
-	if err != nil {
-		return err
+	switch {
+	case err != nil:
+		return cfg, 0, 0, err
+	case cfg.MySQLDSN == "" || len(cfg.RedisAddrs) == 0:
+		return cfg, 0, 0, errors.New("bench drain: needs real MySQL and Redis (set SURGE_MYSQL_DSN and SURGE_REDIS_ADDRS, or -mysql-dsn and -redis-addrs); it measures MySQL writes, which the embedded SQLite default does not represent")
+	case cfg.SeckillStrategy != "lua":
+		return cfg, 0, 0, errors.New("bench drain: the sync strategy has no order stream")
+	case *n < 1 || *n > 1_000_000:
+		return cfg, 0, 0, errors.New("bench drain: -orders in [1, 1000000]")
 	}
-	if cfg.MySQLDSN == "" || len(cfg.RedisAddrs) == 0 {
-		return errors.New("bench drain: needs real MySQL and Redis (set SURGE_MYSQL_DSN and SURGE_REDIS_ADDRS, or -mysql-dsn and -redis-addrs); it measures MySQL writes, which the embedded SQLite default does not represent")
-	}
-	if cfg.SeckillStrategy != "lua" {
-		return errors.New("bench drain: the sync strategy has no order stream")
-	}
-	if *n < 1 || *n > 1_000_000 {
-		return errors.New("bench drain: -orders in [1, 1000000]")
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	began := time.Now()
-	run := runID()
-	res := DrainResult{Scenario: "drain", Redis: strings.Join(cfg.RedisAddrs, ","), Run: run, Namespace: cfg.Namespace, Orders: *n}
+	return cfg, *n, *timeout, nil
+}
 
-	cfg.Mode, cfg.Seed, cfg.SeckillConsumer = "production", false, false
-	log := slog.New(slog.NewTextHandler(out.errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := app.New(ctx, cfg, app.Options{Logger: log})
-	if err != nil {
-		return err
+// open starts the app (no consumer of its own) and a seckill service without a rate limit.
+func (d *drain) open() (closeAll func(), err error) {
+	d.cfg.Mode, d.cfg.Seed, d.cfg.SeckillConsumer = "production", false, false
+	log := slog.New(slog.NewTextHandler(d.out.errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if d.app, err = app.New(d.ctx, d.cfg, app.Options{Logger: log}); err != nil {
+		return nil, err
 	}
-	defer a.Close()
-	so := a.SeckillOptions()
+	so := d.app.SeckillOptions()
 	so.RateLimit = seckill.RateLimit{PerSecond: -1}
 	so.Logger = log
-	svc, err := seckill.New(a.DB.Ent, a.Redis, so)
-	if err != nil {
-		return err
+	if d.svc, err = seckill.New(d.app.DB.Ent, d.app.Redis, so); err != nil {
+		d.app.Close()
+		return nil, err
 	}
-	defer svc.Close()
-	res.Batch = 500 // seckill.Options' default BatchSize
-	out.printf("drain: %d orders, Redis %s, MySQL, batch %d\n", *n, res.Redis, res.Batch)
+	d.res.Batch = 500 // seckill.Options' default BatchSize
+	d.out.printf("drain: %d orders, Redis %s, MySQL, batch %d\n", d.n, d.res.Redis, d.res.Batch)
+	return func() { d.svc.Close(); d.app.Close() }, nil
+}
 
-	// Users, in bulk.
-	head := fmt.Sprintf("1%d%03d", 5+rand.IntN(5), rand.IntN(1000))
-	db := a.DB.SQL
-	cleanup := func(vid int) {
-		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer ccancel()
-		if vid > 0 {
-			_ = dropSale(cctx, a.Redis, cfg, vid)
-			_, _ = db.ExecContext(cctx, "DELETE FROM tb_voucher_order WHERE voucher_id = ?", vid)
-			_, _ = db.ExecContext(cctx, "DELETE FROM vouchers WHERE id = ?", vid)
-		}
-		_, _ = db.ExecContext(cctx, "DELETE FROM users WHERE phone LIKE ?", head+"%")
+// cleanup deletes what the run created: the voucher's Redis keys and lock, its orders, the
+// voucher and the users.
+func (d *drain) cleanup() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 2*time.Minute)
+	defer cancel()
+	db := d.app.DB.SQL
+	if d.vid > 0 {
+		_ = dropSale(ctx, d.app.Redis, d.cfg, d.vid)
+		_, _ = db.ExecContext(ctx, "DELETE FROM tb_voucher_order WHERE voucher_id = ?", d.vid)
+		_, _ = db.ExecContext(ctx, "DELETE FROM vouchers WHERE id = ?", d.vid)
 	}
-	vid := 0
-	defer func() { cleanup(vid) }()
-	now := time.Now().UTC()
-	for i := 0; i < *n; i += 1000 {
+	if d.head != "" {
+		_, _ = db.ExecContext(ctx, "DELETE FROM users WHERE phone LIKE ?", d.head+"%")
+	}
+}
+
+// insertUsers inserts n users in bulk (the orders reference them) and reads their ids back.
+func (d *drain) insertUsers() error {
+	d.head = fmt.Sprintf("1%d%03d", 5+rand.IntN(5), rand.IntN(1000))
+	db, now := d.app.DB.SQL, time.Now().UTC()
+	for i := 0; i < d.n; i += 1000 {
 		var q strings.Builder
 		q.WriteString("INSERT INTO users (phone, nickname, icon, role, created_at, updated_at) VALUES ")
 		var args []any
-		for j := i; j < min(i+1000, *n); j++ {
+		for j := i; j < min(i+1000, d.n); j++ {
 			if j > i {
 				q.WriteByte(',')
 			}
 			q.WriteString("(?, ?, '', 'USER', ?, ?)")
-			args = append(args, fmt.Sprintf("%s%06d", head, j), "bench", now, now)
+			args = append(args, fmt.Sprintf("%s%06d", d.head, j), "bench", now, now)
 		}
-		if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
+		if _, err := db.ExecContext(d.ctx, q.String(), args...); err != nil {
 			return fmt.Errorf("bench drain: inserting users: %w", err)
 		}
 	}
-	users := make([]int, 0, *n)
-	rows, err := db.QueryContext(ctx, "SELECT id FROM users WHERE phone LIKE ? ORDER BY id", head+"%")
+	rows, err := db.QueryContext(d.ctx, "SELECT id FROM users WHERE phone LIKE ? ORDER BY id", d.head+"%")
 	if err != nil {
 		return err
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var id int
 		if err := rows.Scan(&id); err != nil {
-			rows.Close()
 			return err
 		}
-		users = append(users, id)
+		d.users = append(d.users, id)
 	}
-	rows.Close()
-	if len(users) != *n {
-		return fmt.Errorf("bench drain: %d users inserted, %d read back (phones %s… taken?)", *n, len(users), head)
+	if len(d.users) != d.n {
+		return fmt.Errorf("bench drain: %d users inserted, %d read back (phones %s… taken?)", d.n, len(d.users), d.head)
 	}
+	return rows.Err()
+}
 
-	// The voucher, warmed.
-	shopID, err := ensureShop(ctx, a.DB.Ent, run)
+// createVoucher creates the SECKILL voucher (stock = orders, on sale beyond the run) and
+// warms it.
+func (d *drain) createVoucher(timeout time.Duration) error {
+	shopID, err := ensureShop(d.ctx, d.app.DB.Ent, d.res.Run)
 	if err != nil {
 		return err
 	}
-	stock := *n
-	begin, end := now.Add(-time.Minute), now.Add(*timeout+time.Hour)
-	v, err := a.DB.Ent.Voucher.Create().SetShopID(shopID).SetTitle("bench drain " + run).SetPayValue(100).SetActualValue(1000).
-		SetKind(voucher.KindSECKILL).SetStock(stock).SetBeginAt(begin).SetEndAt(end).Save(ctx)
+	now := time.Now().UTC()
+	v, err := d.app.DB.Ent.Voucher.Create().SetShopID(shopID).SetTitle("bench drain " + d.res.Run).SetPayValue(100).SetActualValue(1000).
+		SetKind(voucher.KindSECKILL).SetStock(d.n).SetBeginAt(now.Add(-time.Minute)).SetEndAt(now.Add(timeout + time.Hour)).Save(d.ctx)
 	if err != nil {
 		return err
 	}
-	vid = v.ID
-	res.VoucherID = vid
-	if err := svc.Warm(ctx, vid); err != nil {
-		return err
-	}
+	d.vid, d.res.VoucherID = v.ID, v.ID
+	return d.svc.Warm(d.ctx, d.vid)
+}
 
-	// The rows: order ids from the same generator the service uses.
-	ids, err := idgen.NewSegment(a.Redis, "order")
+// orderRows draws the orders' ids from the same generator the service uses.
+func (d *drain) orderRows() error {
+	ids, err := idgen.NewSegment(d.app.Redis, "order")
 	if err != nil {
 		return err
 	}
 	defer ids.Close()
-	drows := make([]drainRow, *n)
+	d.rows = make([]drainRow, d.n)
 	nowMS := time.Now().UnixMilli()
-	for i := range drows {
-		id, err := ids.Next(ctx)
+	for i := range d.rows {
+		id, err := ids.Next(d.ctx)
 		if err != nil {
 			return err
 		}
-		drows[i] = drainRow{id: id, user: users[i], at: nowMS}
+		d.rows[i] = drainRow{id: id, user: d.users[i], at: nowMS}
 	}
+	return nil
+}
 
-	raw := func() (float64, error) {
-		r, err := rawInsert(ctx, a, vid, drows)
-		if err != nil {
-			return 0, fmt.Errorf("bench drain: raw inserts: %w", err)
-		}
-		if _, err := db.ExecContext(ctx, "DELETE FROM tb_voucher_order WHERE voucher_id = ?", vid); err != nil {
-			return 0, err
-		}
-		return r, nil
-	}
-	if res.RawBeforeRowsPS, err = raw(); err != nil {
+// measure runs the raw baseline, fills the stream, drains it with the consumer, checks the
+// database and runs the raw baseline again.
+func (d *drain) measure() error {
+	var err error
+	if d.res.RawBeforeRowsPS, err = d.raw(); err != nil {
 		return err
 	}
-	out.printf("  raw 500-row INSERTs (before): %.0f rows/s\n", res.RawBeforeRowsPS)
-
-	// Fill the stream through the admission script.
-	k := seckill.KeysOf(cfg.SeckillKeyPrefix(), vid)
-	keys := []string{k.Meta, k.Stock, k.Buyers, k.Orders}
-	if err := lua.SeckillGrab.Load(ctx, a.Redis).Err(); err != nil {
+	d.out.printf("  raw 500-row INSERTs (before): %.0f rows/s\n", d.res.RawBeforeRowsPS)
+	if err := d.fill(); err != nil {
 		return err
 	}
-	fillStart := time.Now()
-	for i := 0; i < len(drows); i += 1000 {
-		cmds, err := a.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, r := range drows[i:min(i+1000, len(drows))] {
-				lua.SeckillGrab.EvalSha(ctx, p, keys, r.at, r.user, r.id)
+	if err := d.drainStream(); err != nil {
+		return err
+	}
+	if err := d.checkPersisted(); err != nil {
+		return err
+	}
+	if _, err := d.app.DB.SQL.ExecContext(d.ctx, "DELETE FROM tb_voucher_order WHERE voucher_id = ?", d.vid); err != nil {
+		return err
+	}
+	if d.res.RawAfterRowsPS, err = d.raw(); err != nil {
+		return err
+	}
+	d.res.RawRowsPerS = (d.res.RawBeforeRowsPS + d.res.RawAfterRowsPS) / 2
+	d.res.Ratio = round3(d.res.OursRowsPerS / d.res.RawRowsPerS)
+	d.out.printf("  raw 500-row INSERTs (after): %.0f rows/s; mean %.0f\n", d.res.RawAfterRowsPS, d.res.RawRowsPerS)
+	d.out.printf("  ours / raw: %.3f×\n", d.res.Ratio)
+	if !d.res.OK {
+		d.out.printf("  PROBLEM: %d of %d orders in MySQL, stock %d (want 0)\n", d.res.OrdersInDB, d.n, d.res.StockDB)
+	}
+	return nil
+}
+
+// raw measures the raw baseline and deletes its rows.
+func (d *drain) raw() (float64, error) {
+	r, err := rawInsert(d.ctx, d.app, d.vid, d.rows)
+	if err != nil {
+		return 0, fmt.Errorf("bench drain: raw inserts: %w", err)
+	}
+	if _, err := d.app.DB.SQL.ExecContext(d.ctx, "DELETE FROM tb_voucher_order WHERE voucher_id = ?", d.vid); err != nil {
+		return 0, err
+	}
+	return r, nil
+}
+
+// fillPipeline is how many grabs one pipeline of the fill carries.
+const fillPipeline = 1000
+
+// fill admits every row through the admission script (pipelined EVALSHA), so the stream
+// holds n orders.
+func (d *drain) fill() error {
+	k := lua.SeckillKeys(seckill.KeysOf(d.cfg.SeckillKeyPrefix(), d.vid))
+	if _, err := lua.LoadGrab(d.ctx, d.app.Redis); err != nil {
+		return err
+	}
+	start := time.Now()
+	for i := 0; i < len(d.rows); i += fillPipeline {
+		var calls []*lua.QueuedGrab
+		_, err := d.app.Redis.Pipelined(d.ctx, func(p redis.Pipeliner) error {
+			for _, r := range d.rows[i:min(i+fillPipeline, len(d.rows))] {
+				calls = append(calls, lua.QueueGrab(d.ctx, p, k, time.UnixMilli(r.at), []lua.GrabRequest{{User: r.user, Order: r.id}}))
 			}
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("bench drain: admitting: %w", err)
 		}
-		for _, c := range cmds {
-			vals, err := c.(*redis.Cmd).Slice()
-			if err != nil || len(vals) != 2 || vals[0] != int64(0) {
-				return fmt.Errorf("bench drain: the admission script answered %v, %v", vals, err)
+		for _, c := range calls {
+			r, err := c.Replies(d.ctx, d.app.Redis)
+			if err != nil || r[0].Outcome != lua.GrabAdmitted {
+				return fmt.Errorf("bench drain: the admission script answered %v, %v", r, err)
 			}
 		}
 	}
-	res.FillMS = ms(time.Since(fillStart))
-	if l, err := a.Redis.XLen(ctx, k.Orders).Result(); err != nil || l != int64(*n) {
-		return fmt.Errorf("bench drain: the stream holds %d orders, want %d (%v)", l, *n, err)
+	d.res.FillMS = ms(time.Since(start))
+	if l, err := d.app.Redis.XLen(d.ctx, k.Orders).Result(); err != nil || l != int64(d.n) {
+		return fmt.Errorf("bench drain: the stream holds %d orders, want %d (%v)", l, d.n, err)
 	}
-	out.printf("  %d orders queued in %.0f ms\n", *n, res.FillMS)
+	d.out.printf("  %d orders queued in %.0f ms\n", d.n, d.res.FillMS)
+	return nil
+}
 
-	// Drain.
-	cctx, stop := context.WithCancel(ctx)
+// drainStream runs the consumer and polls the stream's length until it is empty: rows/s from
+// the first batch persisted to the last, and from the consumer's start.
+func (d *drain) drainStream() error {
+	stream := seckill.KeysOf(d.cfg.SeckillKeyPrefix(), d.vid).Orders
+	cctx, stop := context.WithCancel(d.ctx)
 	done := make(chan struct{})
+	defer func() { stop(); <-done }()
 	t0 := time.Now()
-	go func() { defer close(done); _ = svc.RunConsumer(cctx) }()
+	go func() { defer close(done); _ = d.svc.RunConsumer(cctx) }()
 	var tFirst, tLast time.Time
-	lenAtFirst := int64(*n)
-	for {
-		l, err := a.Redis.XLen(ctx, k.Orders).Result()
+	lenAtFirst := int64(d.n)
+	for tLast.IsZero() {
+		l, err := d.app.Redis.XLen(d.ctx, stream).Result()
 		if err != nil {
-			stop()
-			<-done
 			return fmt.Errorf("bench drain: polling the stream: %w", err)
 		}
 		t := time.Now()
-		if tFirst.IsZero() && l < int64(*n) {
+		if tFirst.IsZero() && l < int64(d.n) {
 			tFirst, lenAtFirst = t, l
 		}
-		if l == 0 {
+		switch {
+		case l == 0:
 			tLast = t
-			break
+		case d.ctx.Err() != nil:
+			return fmt.Errorf("bench drain: %d orders still queued: %w", l, d.ctx.Err())
+		default:
+			time.Sleep(2 * time.Millisecond)
 		}
-		if ctx.Err() != nil {
-			stop()
-			<-done
-			return fmt.Errorf("bench drain: %d orders still queued: %w", l, ctx.Err())
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
-	stop()
-	<-done
-	res.DrainMS = ms(tLast.Sub(t0))
-	res.FirstToLastMS = ms(tLast.Sub(tFirst))
-	res.RowsFirstToLast = int(lenAtFirst)
-	res.OursFromStartRPS = float64(*n) / tLast.Sub(t0).Seconds()
-	if d := tLast.Sub(tFirst); d > 0 && lenAtFirst > 0 {
-		res.OursRowsPerS = float64(lenAtFirst) / d.Seconds()
+	d.res.DrainMS = ms(tLast.Sub(t0))
+	d.res.FirstToLastMS = ms(tLast.Sub(tFirst))
+	d.res.RowsFirstToLast = int(lenAtFirst)
+	d.res.OursFromStartRPS = float64(d.n) / tLast.Sub(t0).Seconds()
+	if span := tLast.Sub(tFirst); span > 0 && lenAtFirst > 0 {
+		d.res.OursRowsPerS = float64(lenAtFirst) / span.Seconds()
 	} else {
-		res.OursRowsPerS = res.OursFromStartRPS // one batch: nothing between first and last
+		d.res.OursRowsPerS = d.res.OursFromStartRPS // one batch: nothing between first and last
 	}
-	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status = 'CREATED'", vid).Scan(&res.OrdersInDB); err != nil {
-		return err
-	}
-	if err := db.QueryRowContext(ctx, "SELECT stock FROM vouchers WHERE id = ?", vid).Scan(&res.StockDB); err != nil {
-		return err
-	}
-	res.OK = res.OrdersInDB == *n && res.StockDB == 0
-	out.printf("  consumer drained %d orders in %.0f ms: %.0f rows/s first to last persisted (%.0f from its start)\n",
-		*n, res.DrainMS, res.OursRowsPerS, res.OursFromStartRPS)
+	return nil
+}
 
-	if _, err := db.ExecContext(ctx, "DELETE FROM tb_voucher_order WHERE voucher_id = ?", vid); err != nil {
+// checkPersisted counts the orders in MySQL and reads the stock: every order CREATED, stock 0.
+func (d *drain) checkPersisted() error {
+	db := d.app.DB.SQL
+	if err := db.QueryRowContext(d.ctx, "SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status = 'CREATED'", d.vid).Scan(&d.res.OrdersInDB); err != nil {
 		return err
 	}
-	if res.RawAfterRowsPS, err = raw(); err != nil {
+	if err := db.QueryRowContext(d.ctx, "SELECT stock FROM vouchers WHERE id = ?", d.vid).Scan(&d.res.StockDB); err != nil {
 		return err
 	}
-	res.RawRowsPerS = (res.RawBeforeRowsPS + res.RawAfterRowsPS) / 2
-	res.Ratio = round3(res.OursRowsPerS / res.RawRowsPerS)
-	out.printf("  raw 500-row INSERTs (after): %.0f rows/s; mean %.0f\n", res.RawAfterRowsPS, res.RawRowsPerS)
-	out.printf("  ours / raw: %.3f×\n", res.Ratio)
-	if !res.OK {
-		out.printf("  PROBLEM: %d of %d orders in MySQL, stock %d (want 0)\n", res.OrdersInDB, *n, res.StockDB)
-	}
-	res.ElapsedMS = ms(time.Since(began))
-	if err := out.json(res); err != nil {
-		return err
-	}
-	if !res.OK {
-		return fmt.Errorf("bench drain: %d of %d orders persisted, stock %d", res.OrdersInDB, *n, res.StockDB)
-	}
+	d.res.OK = d.res.OrdersInDB == d.n && d.res.StockDB == 0
+	d.out.printf("  consumer drained %d orders in %.0f ms: %.0f rows/s first to last persisted (%.0f from its start)\n",
+		d.n, d.res.DrainMS, d.res.OursRowsPerS, d.res.OursFromStartRPS)
 	return nil
 }
 

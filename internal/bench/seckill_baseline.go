@@ -55,7 +55,7 @@ func seckillBaseline(ctx context.Context, st *stateAccess, cfg app.Config, n int
 	if err != nil {
 		return 0, 0, 0, "", "creating the throwaway voucher: " + err.Error()
 	}
-	sha, err := lua.SeckillGrab.Load(ctx, node).Result()
+	sha, err := lua.LoadGrab(ctx, node)
 	if err != nil {
 		return 0, 0, 0, "", "loading the script: " + err.Error()
 	}

@@ -1,0 +1,59 @@
+package lua
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	// seckillWarmReset starts a full rebuild of a voucher's admission state (admission pauses).
+	seckillWarmReset = load("seckill_warm_reset.lua")
+	// seckillWarmBuyers adds one batch of buyers during a rebuild.
+	seckillWarmBuyers = load("seckill_warm_buyers.lua")
+	// seckillWarmCommit sets a voucher's window and stock (database stock minus the stream's
+	// backlog) and makes it ready.
+	seckillWarmCommit = load("seckill_warm_commit.lua")
+)
+
+// WarmReset starts a full rebuild of a voucher's sale state (seckill_warm_reset.lua): the meta
+// hash goes, so admission answers not ready until WarmCommit, and the buyers are cleared.
+func WarmReset(ctx context.Context, rdb redis.Scripter, keys SeckillKeys) error {
+	return seckillWarmReset.Run(ctx, rdb, []string{keys.Meta, keys.Buyers}).Err()
+}
+
+// Buyer is one user's live order of a voucher.
+type Buyer struct {
+	User  int
+	Order int64
+}
+
+// WarmBuyers adds buyers to a voucher's buyers hash during a rebuild (seckill_warm_buyers.lua).
+func WarmBuyers(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, buyers []Buyer) error {
+	if len(buyers) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 2*len(buyers))
+	for _, b := range buyers {
+		args = append(args, b.User, b.Order)
+	}
+	return seckillWarmBuyers.Run(ctx, rdb, []string{keys.Buyers}, args...).Err()
+}
+
+// Sale is what WarmCommit sets: the database's view of a voucher's sale.
+type Sale struct {
+	Begin, End time.Time
+	On         bool  // the voucher is ACTIVE
+	Stock      int64 // the database's stock
+}
+
+// WarmCommit sets a voucher's window, on/off and stock (sale.Stock minus the orders still in
+// the stream, computed in the script so that no admission slips in between) and makes the
+// sale ready (seckill_warm_commit.lua). With rebuild the stream's buyers are added back and
+// the state is marked current for the running Redis process (see SaleState). It returns the
+// stock set.
+func WarmCommit(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale Sale, rebuild bool) (int64, error) {
+	return seckillWarmCommit.Run(ctx, rdb, []string{keys.Meta, keys.Stock, keys.Buyers, keys.Orders},
+		sale.Begin.UnixMilli(), sale.End.UnixMilli(), flag(sale.On), sale.Stock, flag(rebuild)).Int64()
+}

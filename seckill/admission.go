@@ -1,0 +1,197 @@
+package seckill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/idgen"
+	"github.com/surgekit/surge/lua"
+	"github.com/surgekit/surge/redisctx"
+)
+
+// admissionOptions are the Options admission uses.
+type admissionOptions struct {
+	strategy  Strategy
+	rateLimit RateLimit
+	pipelines int // < 0: one script call per grab
+	clock     func() time.Time
+}
+
+// admission decides grabs: in Redis by seckill_grab.lua (StrategyLua), batched with the grabs
+// waiting at the same moment, or in the database (StrategySync, sync.go). A grab on a voucher
+// Redis does not hold starts its rebuild in the background.
+type admission struct {
+	opts   admissionOptions
+	rdb    redis.UniversalClient
+	keys   keyspace
+	ids    *idgen.Generator
+	store  admissionStore
+	limit  *limiter
+	batch  *batcher     // nil: one call per grab
+	sync   *syncGrabber // StrategySync
+	bg     *background
+	m      *metrics
+	log    *slog.Logger
+	warm   func(ctx context.Context, voucherID int) error // rebuilds a voucher Redis lost
+	vouchs voucherInfos
+}
+
+// Bounds of the work a grab on a voucher Redis lost starts.
+const (
+	infoReadTimeout       = 10 * time.Second // "is this a seckill voucher?" (one database read)
+	backgroundWarmTimeout = time.Minute      // the rebuild it starts
+	// voucherInfoTTL is how long a "not ready" answer's facts are reused: a flood of grabs
+	// costs at most one database read and one rebuild per voucher, second and process.
+	voucherInfoTTL  = time.Second
+	maxVoucherInfos = 10_000 // forgotten all at once past this
+)
+
+// grab decides one grab; the caller has checked ids, Close and the rate limit.
+func (a *admission) grab(ctx context.Context, userID, voucherID int) (Admission, error) {
+	if a.opts.strategy == StrategySync {
+		return a.sync.grab(ctx, userID, voucherID)
+	}
+	orderID, err := a.ids.Next(ctx)
+	if err != nil {
+		return Admission{}, fmt.Errorf("seckill: order id: %w", err)
+	}
+	r, err := a.admit(ctx, voucherID, userID, orderID)
+	if err != nil {
+		return Admission{}, fmt.Errorf("seckill: admission script: %w", err)
+	}
+	switch r.Outcome {
+	case lua.GrabAdmitted:
+		return Admission{OrderID: orderID, Status: StatusQueued}, nil
+	case lua.GrabNotReady:
+		return Admission{}, a.notReady(ctx, voucherID)
+	case lua.GrabAlreadyBuyer:
+		return Admission{OrderID: r.Holder, Status: StatusQueued}, ErrAlreadyPurchased
+	}
+	return Admission{}, refusalOf(r.Outcome)
+}
+
+// admit runs the admission script for one grab and returns its reply. With
+// Options.Pipelines < 0 every grab is its own call; otherwise it joins a batch. If ctx ends
+// while the batch is in flight the grab may still have been admitted: the caller is told
+// ctx's error, and a retry with the same order id is answered "admitted" (the script is
+// idempotent per order id).
+func (a *admission) admit(ctx context.Context, voucherID, userID int, orderID int64) (lua.GrabReply, error) {
+	req := lua.GrabRequest{User: userID, Order: orderID}
+	if a.batch == nil {
+		r, err := lua.Grab(ctx, a.rdb, a.keys.script(voucherID), a.opts.clock(), []lua.GrabRequest{req})
+		if err != nil {
+			return lua.GrabReply{}, err
+		}
+		return r[0], nil
+	}
+	return a.batch.admit(ctx, voucherID, req)
+}
+
+// notReady answers a grab on a voucher Redis does not know: ErrNoSuchVoucher if the database
+// has no such seckill voucher, else ErrNotReady with a rebuild started in the background.
+func (a *admission) notReady(ctx context.Context, voucherID int) error {
+	now := time.Now()
+	info, fresh := a.vouchs.get(voucherID, now)
+	if !fresh {
+		seckill, err := a.isSeckill(ctx, voucherID)
+		if err != nil {
+			return err
+		}
+		info = a.vouchs.setSeckill(voucherID, seckill, now)
+	}
+	if !info.seckill {
+		return ErrNoSuchVoucher
+	}
+	if a.vouchs.startWarm(voucherID, now) {
+		a.bg.goBackground(func(life context.Context) { a.rebuildLost(life, voucherID) })
+	}
+	return ErrNotReady
+}
+
+// isSeckill reads whether the database has a seckill voucher of this id; concurrent readers
+// of one id share one read.
+func (a *admission) isSeckill(ctx context.Context, voucherID int) (bool, error) {
+	v, err := a.bg.shared(ctx, "info:"+strconv.Itoa(voucherID), infoReadTimeout, func(ctx context.Context) (any, error) {
+		return a.store.isSeckill(ctx, voucherID)
+	})
+	if err != nil {
+		return false, fmt.Errorf("seckill: reading voucher %d: %w", voucherID, err)
+	}
+	return v.(bool), nil
+}
+
+// rebuildLost rebuilds a voucher Redis lost, in the background; a failure is logged (the next
+// grab starts another), except while the service closes.
+func (a *admission) rebuildLost(life context.Context, voucherID int) {
+	ctx, cancel := context.WithTimeout(life, backgroundWarmTimeout)
+	defer cancel()
+	err := a.warm(ctx, voucherID)
+	if err != nil && !errors.Is(err, ErrNoSuchVoucher) && life.Err() == nil {
+		a.log.Error("rebuilding a voucher's sale state", "voucher", voucherID, "err", err)
+	}
+}
+
+// stock is the units Redis has left for admission; ErrNotReady if it does not hold them.
+func (a *admission) stock(ctx context.Context, voucherID int) (int, error) {
+	n, err := redisctx.Do(ctx, a.rdb, func(ctx context.Context) (int, error) {
+		return a.rdb.Get(ctx, a.keys.sale(voucherID).Stock).Int()
+	})
+	if errors.Is(err, redis.Nil) {
+		return 0, ErrNotReady
+	}
+	return n, err
+}
+
+// voucherInfos caches, for voucherInfoTTL, whether an id is a seckill voucher and when its
+// last background rebuild started: a NOT_READY grab must tell "no such voucher" apart without
+// a database read per request.
+type voucherInfos struct {
+	mu    sync.Mutex
+	infos map[int]voucherInfo
+}
+
+type voucherInfo struct {
+	seckill bool
+	at      time.Time // when seckill was read
+	warmAt  time.Time // when a rebuild last started
+}
+
+func (c *voucherInfos) get(voucherID int, now time.Time) (voucherInfo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	info, ok := c.infos[voucherID]
+	return info, ok && now.Sub(info.at) <= voucherInfoTTL
+}
+
+func (c *voucherInfos) setSeckill(voucherID int, seckill bool, now time.Time) voucherInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.infos == nil || len(c.infos) > maxVoucherInfos {
+		c.infos = map[int]voucherInfo{}
+	}
+	info := c.infos[voucherID]
+	info.seckill, info.at = seckill, now
+	c.infos[voucherID] = info
+	return info
+}
+
+// startWarm reports whether a rebuild of the voucher should start now (none started within
+// voucherInfoTTL), and notes it.
+func (c *voucherInfos) startWarm(voucherID int, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	info := c.infos[voucherID]
+	if now.Sub(info.warmAt) <= voucherInfoTTL {
+		return false
+	}
+	info.warmAt = now
+	c.infos[voucherID] = info
+	return true
+}

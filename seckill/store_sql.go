@@ -1,0 +1,296 @@
+package seckill
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"entgo.io/ent/dialect"
+	"entgo.io/ent/dialect/sql"
+
+	"github.com/surgekit/surge/ent"
+	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/ent/seckillorderalias"
+	"github.com/surgekit/surge/ent/voucher"
+	"github.com/surgekit/surge/idgen"
+)
+
+// sqlStore is the order store on MySQL (MariaDB) or SQLite, through ent. Statements ent's
+// client cannot express (an insert that skips duplicates and counts the rows it wrote, a row
+// lock) are built with ent's SQL builder from the generated table and column constants, so a
+// rename in ent/schema breaks the build here, not a query at run time.
+//
+// How orders are persisted is all here: writeBatch (one transaction per batch), and what a
+// Redis that lost state sends (rehome.go's cases: re-homed, superseded, lost).
+type sqlStore struct {
+	db      *ent.Client
+	dialect sqlDialect
+	ids     *idgen.Generator // fresh ids for re-homed orders, and StrategySync's orders
+	locks   voucherLocks     // batch commits, where the database has no row locks
+	log     *slog.Logger
+}
+
+// sqlDialect is what the store does differently per database.
+type sqlDialect struct {
+	name string // ent's dialect name
+	// rowLocks: SELECT ... FOR UPDATE locks a row until the transaction ends (MySQL). A batch
+	// commit then serialises with rebuilds and reconcile on the voucher's row. SQLite has no
+	// row locks and serves a single process: there batch commits take the voucher's Redis lock.
+	rowLocks bool
+}
+
+var sqlDialects = map[string]sqlDialect{
+	dialect.MySQL:  {name: dialect.MySQL, rowLocks: true},
+	dialect.SQLite: {name: dialect.SQLite},
+}
+
+func newSQLStore(db *ent.Client, dialectName string, ids *idgen.Generator, locks voucherLocks, log *slog.Logger) (*sqlStore, error) {
+	d, ok := sqlDialects[dialectName]
+	if !ok {
+		return nil, fmt.Errorf("seckill: unsupported dialect %q (want %s or %s)", dialectName, dialect.MySQL, dialect.SQLite)
+	}
+	return &sqlStore{db: db, dialect: d, ids: ids, locks: locks, log: log}, nil
+}
+
+func (s *sqlStore) ping(ctx context.Context) error {
+	_, err := s.db.ExecContext(ctx, "SELECT 1")
+	return err
+}
+
+func (s *sqlStore) guardCommits(ctx context.Context, voucherID int) (context.Context, func(), error) {
+	if s.dialect.rowLocks {
+		return ctx, func() {}, nil // writeBatch takes the voucher's row lock first
+	}
+	l, err := s.locks.lock(ctx, voucherID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.Context(), func() { _ = l.Release(context.WithoutCancel(ctx)) }, nil
+}
+
+func (s *sqlStore) holdVoucher(ctx context.Context, voucherID int) (release func(), err error) {
+	if !s.dialect.rowLocks {
+		return func() {}, nil
+	}
+	tx, err := s.db.Tx(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("seckill: locking voucher %d: %w", voucherID, err)
+	}
+	if err := s.lockRow(ctx, tx.Client(), voucherID); err != nil {
+		_ = tx.Rollback()
+		return nil, fmt.Errorf("seckill: locking voucher %d: %w", voucherID, err)
+	}
+	return func() { _ = tx.Rollback() }, nil
+}
+
+// lockRow takes the voucher row's lock in c's transaction, until it ends (row locks only).
+func (s *sqlStore) lockRow(ctx context.Context, c *ent.Client, voucherID int) error {
+	query, args := sql.Dialect(s.dialect.name).Select(voucher.FieldID).From(sql.Table(voucher.Table)).
+		Where(sql.EQ(voucher.FieldID, voucherID)).ForUpdate().Query()
+	rows, err := c.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+// inVoucherTx runs fn in a transaction holding the voucher's row lock (where there are row
+// locks) and commits it if fn succeeds.
+func (s *sqlStore) inVoucherTx(ctx context.Context, voucherID int, fn func(c *ent.Client) error) error {
+	tx, err := s.db.Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if s.dialect.rowLocks {
+		// The voucher's row lock first: the insert's foreign-key check would otherwise take a
+		// shared lock on the row that the stock update must upgrade, and two transactions
+		// doing that (another consumer, a rebuild's SELECT ... FOR UPDATE) deadlock.
+		if err := s.lockRow(ctx, tx.Client(), voucherID); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
+	if err := fn(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// writeBatch persists orders of one voucher in one transaction: the rows are inserted,
+// duplicates ignored, and the stock is decremented by the number of rows inserted, guarded
+// by stock >= n. An order that was not inserted is sorted by what the database holds (see
+// settleDuplicates): written before, re-homed under a fresh id because its id belongs to
+// another order, superseded by the user's existing order, or FAILED before.
+func (s *sqlStore) writeBatch(ctx context.Context, voucherID int, orders []order, mine func(context.Context) error) (settlement, error) {
+	var st settlement
+	err := s.inVoucherTx(ctx, voucherID, func(c *ent.Client) error {
+		var err error
+		st, err = s.writeBatchIn(ctx, c, voucherID, orders, mine)
+		return err
+	})
+	if err != nil {
+		return settlement{}, err
+	}
+	return st, nil
+}
+
+func (s *sqlStore) writeBatchIn(ctx context.Context, c *ent.Client, voucherID int, orders []order, mine func(context.Context) error) (st settlement, err error) {
+	inserted, err := s.insertOrders(ctx, c, voucherID, orders, seckillorder.StatusCREATED)
+	if err != nil {
+		return st, err
+	}
+	st.done = orders
+	if inserted < len(orders) {
+		var moved int
+		if st, moved, err = s.settleDuplicates(ctx, c, voucherID, orders); err != nil {
+			return st, err
+		}
+		inserted += moved
+	}
+	if err := takeStock(ctx, c, voucherID, inserted); err != nil {
+		return st, err
+	}
+	if inserted > 0 || st.rehomed+st.superseded > 0 {
+		// Holding the voucher's row lock, make sure the entries are still pending here: if
+		// Redis lost the stream meanwhile, a rebuild has counted without them (it reads under
+		// the same row lock), and an entry another consumer claimed is that one's to write.
+		if err := mine(ctx); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// takeStock decrements a voucher's stock by n, or fails with errStockGuard if it has fewer.
+func takeStock(ctx context.Context, c *ent.Client, voucherID, n int) error {
+	if n == 0 {
+		return nil
+	}
+	updated, err := c.Voucher.Update().Where(voucher.ID(voucherID), voucher.StockGTE(n)).
+		AddStock(-n).SetUpdatedAt(time.Now().UTC()).Save(ctx)
+	if err != nil {
+		return err
+	}
+	if updated != 1 {
+		return errStockGuard
+	}
+	return nil
+}
+
+// insertOrders inserts the orders' rows with a status (CREATED holds the user's slot, FAILED
+// does not), skipping those whose id or slot is taken, and returns how many it inserted.
+// Only duplicate keys are skipped (INSERT IGNORE would also swallow foreign-key and data
+// errors); on MySQL a duplicate's no-op update counts 0 affected rows.
+func (s *sqlStore) insertOrders(ctx context.Context, c *ent.Client, voucherID int, orders []order, status seckillorder.Status) (int, error) {
+	var slot any // NULL: a FAILED order leaves the user's slot free
+	if status != seckillorder.StatusFAILED {
+		slot = true
+	}
+	now := time.Now().UTC()
+	insert := sql.Dialect(s.dialect.name).Insert(seckillorder.Table).Columns(
+		seckillorder.FieldID, seckillorder.FieldCreatedAt, seckillorder.FieldUpdatedAt, seckillorder.FieldUserID,
+		seckillorder.FieldVoucherID, seckillorder.FieldStatus, seckillorder.FieldSlot)
+	for _, o := range orders {
+		insert.Values(o.id, o.at, now, o.user, voucherID, string(status), slot)
+	}
+	return s.execCounting(ctx, c, insert.OnConflict(sql.DoNothing()))
+}
+
+// insertAlias writes the alias from the id a user was told to the order standing for it.
+func (s *sqlStore) insertAlias(ctx context.Context, c *ent.Client, voucherID int, o order, to int64, reason seckillorderalias.Reason) error {
+	insert := sql.Dialect(s.dialect.name).Insert(seckillorderalias.Table).Columns(
+		seckillorderalias.FieldUserID, seckillorderalias.FieldVoucherID, seckillorderalias.FieldAdmittedID,
+		seckillorderalias.FieldOrderID, seckillorderalias.FieldReason, seckillorderalias.FieldCreatedAt).
+		Values(o.user, voucherID, o.id, to, string(reason), o.at)
+	_, err := s.execCounting(ctx, c, insert.OnConflict(sql.DoNothing()))
+	return err
+}
+
+func (s *sqlStore) execCounting(ctx context.Context, c *ent.Client, q sql.Querier) (int, error) {
+	query, args := q.Query()
+	res, err := c.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// buyNow is StrategySync's grab in one transaction: it checks the voucher and the user's
+// existing order, decrements the stock only while it is positive and inserts the order, the
+// unique (user, voucher, slot) index as the last line of defence.
+func (s *sqlStore) buyNow(ctx context.Context, userID, voucherID int, now time.Time) (Admission, error) {
+	tx, err := s.db.Tx(ctx)
+	if err != nil {
+		return Admission{}, err
+	}
+	a, err := s.buyIn(ctx, tx.Client(), userID, voucherID, now)
+	if err != nil {
+		_ = tx.Rollback()
+		return a, err
+	}
+	return a, tx.Commit()
+}
+
+func (s *sqlStore) buyIn(ctx context.Context, c *ent.Client, userID, voucherID int, now time.Time) (Admission, error) {
+	v, err := c.Voucher.Get(ctx, voucherID)
+	if ent.IsNotFound(err) {
+		return Admission{}, ErrNoSuchVoucher
+	}
+	if err != nil {
+		return Admission{}, err
+	}
+	if v.Kind != voucher.KindSECKILL || v.BeginAt == nil || v.EndAt == nil {
+		return Admission{}, ErrNoSuchVoucher
+	}
+	if err := (sale{status: v.Status, begin: *v.BeginAt, end: *v.EndAt}).refusalAt(now); err != nil {
+		return Admission{}, err
+	}
+	prev, err := c.SeckillOrder.Query().
+		Where(seckillorder.UserID(userID), seckillorder.VoucherID(voucherID), seckillorder.Slot(true)).
+		Select(seckillorder.FieldID).First(ctx)
+	if err == nil {
+		return Admission{OrderID: int64(prev.ID), Status: StatusCreated}, ErrAlreadyPurchased
+	}
+	if !ent.IsNotFound(err) {
+		return Admission{}, err
+	}
+	if v.Stock == nil || *v.Stock <= 0 {
+		// A plain read suffices to refuse: the stock only goes down during a sale, and not
+		// taking the row lock keeps the sold-out flood from queueing behind the buyers.
+		return Admission{}, ErrSoldOut
+	}
+	return s.takeOne(ctx, c, userID, voucherID, now)
+}
+
+// takeOne takes a unit while the stock is positive and inserts the user's order.
+func (s *sqlStore) takeOne(ctx context.Context, c *ent.Client, userID, voucherID int, now time.Time) (Admission, error) {
+	n, err := c.Voucher.Update().Where(voucher.ID(voucherID), voucher.StockGT(0)).AddStock(-1).Save(ctx)
+	if err != nil {
+		return Admission{}, err
+	}
+	if n == 0 {
+		return Admission{}, ErrSoldOut
+	}
+	id, err := s.ids.Next(ctx)
+	if err != nil {
+		return Admission{}, fmt.Errorf("seckill: order id: %w", err)
+	}
+	at := createdAt(now)
+	err = c.SeckillOrder.Create().SetID(int(id)).SetUserID(userID).SetVoucherID(voucherID).
+		SetStatus(seckillorder.StatusCREATED).SetSlot(true).SetCreatedAt(at).Exec(ctx)
+	if ent.IsConstraintError(err) {
+		return Admission{}, ErrAlreadyPurchased
+	}
+	if err != nil {
+		return Admission{}, err
+	}
+	return Admission{OrderID: id, Status: StatusCreated, createdAt: at}, nil
+}
+
+// createdAt is the created_at stored for an order made at t: whole seconds, what MySQL's
+// TIMESTAMP column keeps (MariaDB truncates, MySQL rounds), so that the grab's answer and a
+// later read agree.
+func createdAt(t time.Time) time.Time { return t.Truncate(time.Second) }
