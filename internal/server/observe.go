@@ -15,7 +15,7 @@ import (
 // Observability configures what operators get from the HTTP surface besides /metrics.
 type Observability struct {
 	// AccessLog writes one INFO line per request to Logger: request id, method, route, path,
-	// status, bytes, duration, client address, GraphQL operation (and trace id when traced).
+	// status, bytes, duration, client address, GraphQL operation (and trace id when recorded).
 	AccessLog bool
 	// Tracer, when set, traces each request (a W3C traceparent is honoured) and its GraphQL
 	// operation. nil: tracing off, and nothing of it is installed.
@@ -28,11 +28,11 @@ type Observability struct {
 // observer wraps a route table with what operators read: a request id (X-Request-Id, the
 // client's if usable, echoed), HTTP metrics by route, an access-log line and a server span.
 type observer struct {
-	metrics      *httpMetrics
-	log          *slog.Logger // nil: no access log
-	tracing      *httpTracing // nil: tracing off
-	proxyHeader  string
-	nextID       func() string
+	metrics     *httpMetrics
+	log         *slog.Logger // nil: no access log
+	tracing     *httpTracing // nil: tracing off
+	proxyHeader string
+	nextID      func() string
 }
 
 func newObserver(opts *Options) *observer {
@@ -105,7 +105,7 @@ func (o *observer) accessLog(ctx context.Context, r *http.Request, req *telemetr
 	if op := req.Operation(); op != "" {
 		attrs = append(attrs, slog.String("operation", op))
 	}
-	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
 		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
 	}
 	o.log.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)

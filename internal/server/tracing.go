@@ -58,10 +58,10 @@ func operationLabel(op *graphql.OperationContext) string {
 	if op.Operation == nil {
 		return ""
 	}
-	if op.OperationName == "" {
+	if op.Operation.Name == "" {
 		return string(op.Operation.Operation)
 	}
-	return string(op.Operation.Operation) + " " + op.OperationName
+	return string(op.Operation.Operation) + " " + op.Operation.Name
 }
 
 // traceOperations makes a span for each query and mutation, from the moment the request's
@@ -77,7 +77,7 @@ func traceOperations(tp trace.TracerProvider) graphql.OperationMiddleware {
 		}
 		ctx, span := tracer.Start(ctx, operationLabel(op), trace.WithTimestamp(op.Stats.OperationStart), trace.WithAttributes(
 			semconv.GraphQLOperationTypeKey.String(string(op.Operation.Operation)),
-			semconv.GraphQLOperationName(op.OperationName),
+			semconv.GraphQLOperationName(op.Operation.Name),
 		))
 		addPhase(span, "graphql.parse", op.Stats.Parsing)
 		addPhase(span, "graphql.validate", op.Stats.Validation)

@@ -27,7 +27,7 @@ func ParseLogLevel(s string) (slog.Level, error) {
 
 // NewLogger writes records of level and above to w in format (LogText or LogJSON). A record
 // logged with a request's context carries its request_id, and its trace_id and span_id when
-// the request is traced.
+// the request's trace is recorded.
 func NewLogger(w io.Writer, format string, level slog.Level) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler
@@ -49,7 +49,7 @@ func (h contextHandler) Handle(ctx context.Context, rec slog.Record) error {
 	if id := RequestID(ctx); id != "" {
 		rec.AddAttrs(slog.String("request_id", id))
 	}
-	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
 		rec.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	}
 	return h.Handler.Handle(ctx, rec)
