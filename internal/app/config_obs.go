@@ -61,9 +61,6 @@ func observabilityFlags(fs *flag.FlagSet, getenv func(string) string, env func(k
 		if o.TraceSampleRatio < 0 || o.TraceSampleRatio > 1 {
 			return fmt.Errorf("trace-sample-ratio %v: want 0..1", o.TraceSampleRatio)
 		}
-		if o.AdminAddr != "" && o.AdminAddr == c.Addr {
-			return fmt.Errorf("admin-addr %q is the listen address", o.AdminAddr)
-		}
 		c.Observability = o
 		return nil
 	}
