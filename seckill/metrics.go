@@ -43,10 +43,23 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Orders recorded FAILED because Redis lost their entries while they were being written.",
 		}),
 	}
+	// Every outcome has its series from the start, so that the rate of a rare one (not_ready)
+	// exists before it first happens.
+	for _, o := range append([]string{"admitted", "error"}, outcomeNames()...) {
+		m.grabs.WithLabelValues(o)
+	}
 	if reg != nil {
 		reg.MustRegister(m.grabs, m.persisted, m.dead, m.claimed, m.batches, m.rehomed, m.superseded, m.lost)
 	}
 	return m
+}
+
+func outcomeNames() []string {
+	names := make([]string, len(outcomes))
+	for i, o := range outcomes {
+		names[i] = o.name
+	}
+	return names
 }
 
 func (m *metrics) grab(outcome string) { m.grabs.WithLabelValues(outcome).Inc() }

@@ -51,7 +51,8 @@ type Options struct {
 	// Clock gives the time grabs are judged at (the sale window). (time.Now)
 	Clock  func() time.Time
 	Logger *slog.Logger
-	// Registerer receives the surge_seckill_* metrics. (none)
+	// Registerer receives the surge_seckill_* metrics (the order streams' backlog read from
+	// Redis at each scrape) and surge_lock_lost_total. (none)
 	Registerer prometheus.Registerer
 
 	// Consumer settings (StrategyLua).
@@ -187,13 +188,16 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 		ids:  ids,
 		// A short lease: a consumer killed while holding a voucher's lock blocks that voucher's
 		// other consumers and rebuilds until the lease runs out.
-		locks: lock.New(rdb, lock.Options{WatchdogLease: 3 * time.Second}),
+		locks: lock.New(rdb, lock.Options{WatchdogLease: 3 * time.Second, Metrics: lock.NewMetrics(o.Registerer)}),
 		limit: newLimiter(o.RateLimit),
 		log:   o.Logger.With("component", "seckill"),
 		m:     newMetrics(o.Registerer),
 		info:  map[int]voucherInfo{},
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(backlog{s})
+	}
 	if o.Pipelines > 0 && o.Strategy == StrategyLua {
 		s.batch = newBatcher(s, o.Pipelines)
 	}
