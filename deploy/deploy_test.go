@@ -256,15 +256,14 @@ func TestNamedMetricsExistOnALiveServer(t *testing.T) {
 func liveServer(t *testing.T) string {
 	t.Helper()
 	run := "deploy-test-" + testenv.Phone()
-	cfg, err := app.ParseConfig(nil, func(k string) string {
-		return map[string]string{
-			"SURGE_REDIS_ADDRS":    testenv.RedisAddr(),
-			"SURGE_MYSQL_DSN":      testenv.MySQL(t),
-			"SURGE_SEED":           "true",
-			"SURGE_CACHE_PREFIX":   run + "-c",
-			"SURGE_SECKILL_PREFIX": run + "-s",
-		}[k]
-	})
+	vars := map[string]string{
+		"SURGE_REDIS_ADDRS":    testenv.RedisAddr(),
+		"SURGE_MYSQL_DSN":      testenv.MySQL(t),
+		"SURGE_SEED":           "true",
+		"SURGE_CACHE_PREFIX":   run + "-c",
+		"SURGE_SECKILL_PREFIX": run + "-s",
+	}
+	cfg, err := app.ParseConfig(nil, func(k string) string { return vars[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
