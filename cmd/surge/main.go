@@ -111,10 +111,12 @@ func serve(args []string, log *slog.Logger) error {
 	if len(cfg.RedisAddrs) > 0 {
 		redisDesc = "Redis " + strings.Join(cfg.RedisAddrs, ",")
 	}
-	log.Info("surge ready", "mode", cfg.Mode, "redis", redisDesc, "database", store,
-		"seeded", a.Seeded, "startup", time.Since(start).Round(time.Millisecond),
-		"addr", servers[0].ln.Addr().String(), "admin_addr", servers[len(servers)-1].ln.Addr().String(),
-		"tracing", cfg.OTLPEndpoint != "")
+	ready := []any{"mode", cfg.Mode, "redis", redisDesc, "database", store, "seeded", a.Seeded,
+		"startup", time.Since(start).Round(time.Millisecond), "addr", servers[0].ln.Addr().String(), "tracing", cfg.OTLPEndpoint != ""}
+	if len(servers) > 1 {
+		ready = append(ready, "admin_addr", servers[1].ln.Addr().String())
+	}
+	log.Info("surge ready", ready...)
 	if cfg.Dev() {
 		log.Info("dev mode: login codes are returned as devCode", "admin_phones", strings.Join(cfg.AdminPhones, ","))
 	}

@@ -38,10 +38,25 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 
 func (m *httpMetrics) observe(route, method string, status int, took time.Duration) {
 	method = methodLabel(method)
-	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.requests.WithLabelValues(route, method, statusLabel(status)).Inc()
 	if status != http.StatusSwitchingProtocols { // a WebSocket's time is its connection's life
 		m.duration.WithLabelValues(route, method).Observe(took.Seconds())
 	}
+}
+
+// statusLabels are the status codes as label values, made once rather than per request.
+var statusLabels = func() (labels [600]string) {
+	for code := range labels {
+		labels[code] = strconv.Itoa(code)
+	}
+	return labels
+}()
+
+func statusLabel(code int) string {
+	if code >= 0 && code < len(statusLabels) {
+		return statusLabels[code]
+	}
+	return strconv.Itoa(code)
 }
 
 // methodLabel keeps the method label to a fixed set: a client picks the method.

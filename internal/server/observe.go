@@ -52,14 +52,15 @@ const routeUnmatched = "unmatched"
 func (o *observer) wrap(routes *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		req := &telemetry.Request{ID: o.requestID(r)}
+		x := &exchange{statusWriter: statusWriter{ResponseWriter: w}} // one allocation for both
+		sw, req := &x.statusWriter, &x.request
+		req.ID = o.requestID(r)
 		w.Header().Set(headerRequestID, req.ID)
 		ctx := telemetry.WithRequest(r.Context(), req)
 		var span trace.Span
 		if o.tracing != nil {
 			ctx, span = o.tracing.start(ctx, r)
 		}
-		sw := &statusWriter{ResponseWriter: w}
 		r = r.WithContext(ctx)
 		o.metrics.inFlight.Inc()
 		defer func() {
@@ -75,6 +76,12 @@ func (o *observer) wrap(routes *http.ServeMux) http.Handler {
 		}()
 		routes.ServeHTTP(sw, r) // sets r.Pattern
 	})
+}
+
+// exchange is one request's record and its response writer.
+type exchange struct {
+	statusWriter
+	request telemetry.Request
 }
 
 // routeOf is the pattern that served r, without its method ("/query"), or routeUnmatched.

@@ -1,5 +1,7 @@
 // Package server assembles the HTTP surface: the GraphQL endpoint with its protections, the
-// playground, health and metrics.
+// playground, the probes (/livez, /readyz) and metrics, on one listener or with /metrics and
+// the playground on an admin one (Build). Every request gets an id (X-Request-Id), HTTP
+// metrics, an access-log line and, with a tracer, a server span (observe.go).
 package server
 
 import (

@@ -31,7 +31,7 @@ func (t *httpTracing) start(ctx context.Context, r *http.Request) (context.Conte
 	return t.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
 		semconv.HTTPRequestMethodKey.String(r.Method),
 		semconv.URLPath(r.URL.Path),
-		semconv.ClientAddress(r.RemoteAddr),
+		semconv.ClientAddress(peerAddress(r.RemoteAddr).String()),
 	))
 }
 
