@@ -36,11 +36,16 @@ type lease struct {
 func (r *registry) startLease(base context.Context, start time.Time, ttl time.Duration, o LockOptions,
 	refresh func(ctx context.Context, ttl time.Duration) error) *lease {
 	ctx, cancelCause := context.WithCancelCause(context.WithoutCancel(base))
+	var ending sync.Mutex
 	cancel := func(cause error) {
-		cancelCause(cause)
-		if lostFirst(ctx, cause) {
+		// Counted before ctx ends, so that whoever sees the lock lost sees it counted; once,
+		// as only the first cause counts.
+		ending.Lock()
+		defer ending.Unlock()
+		if ctx.Err() == nil && errors.Is(cause, ErrLockLost) {
 			r.metrics.countLost()
 		}
+		cancelCause(cause)
 	}
 	l := &lease{reg: r, ctx: ctx, cancel: cancel, ttl: ttl, refresh: refresh}
 	if o.MaxHold > 0 {

@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"context"
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,10 +40,4 @@ func (m *Metrics) countLost() {
 	if m != nil {
 		m.Lost.Inc()
 	}
-}
-
-// lostFirst reports whether cause is a loss that ended ctx: the first cause given to its
-// cancel, so that a lock lost several ways counts once.
-func lostFirst(ctx context.Context, cause error) bool {
-	return errors.Is(cause, ErrLockLost) && context.Cause(ctx) == cause
 }

@@ -65,10 +65,17 @@ func TestLostLocksCounted(t *testing.T) {
 			t.Fatalf("a released lock counted as lost: %v", n)
 		}
 
-		l, _ = obtain(lock.LockOptions{Lease: 100 * time.Millisecond}) // never extended
+		l, name := obtain(lock.LockOptions{Lease: 100 * time.Millisecond}) // never extended
 		waitLost(l)
 		if n := lost(); n != 1 {
 			t.Fatalf("lease ran out: lost %v, want 1", n)
+		}
+		// The local lease ends first (it counts from before the request was sent); wait for
+		// Redis to expire the key too.
+		for deadline := time.Now().Add(5 * time.Second); rdb.Exists(ctx, c.Key(name)).Val() == 1; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the lock's key did not expire")
+			}
 		}
 		if err := l.Release(ctx); !errors.Is(err, lock.ErrLockLost) {
 			t.Fatalf("Release of a lost lock: %v", err)
@@ -77,7 +84,7 @@ func TestLostLocksCounted(t *testing.T) {
 			t.Fatalf("Release of a lock already counted as lost counted it again: %v", n)
 		}
 
-		l, name := obtain(lock.LockOptions{}) // under the watchdog
+		l, name = obtain(lock.LockOptions{}) // under the watchdog
 		rdb.Del(ctx, c.Key(name))
 		waitLost(l)
 		if n := lost(); n != 2 {
