@@ -2,14 +2,14 @@
 GO ?= go
 TEST_TIMEOUT ?= 18m
 
-.PHONY: test services vet run generate build
+.PHONY: test services vet run generate build rules
 
 ## test: start/install Redis, MariaDB and Chromium if needed, then vet and run every test with -race
 test: services vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## services: make sure the real services the tests use are installed and running, and the
-## graphql-http audit and the JavaScript clients the tests drive (npm) are installed
+## graphql-http audit and the JavaScript clients the tests drive (npm), and promtool (deploy/ rules) are installed
 services:
 	bash scripts/ensure-redis.sh
 	bash scripts/ensure-redis-cluster.sh
@@ -17,6 +17,13 @@ services:
 	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-graphql-http.sh
 	bash scripts/ensure-js-clients.sh
+	bash scripts/ensure-promtool.sh
+
+## rules: check deploy/'s Prometheus config and alert rules with promtool, and run their unit
+## tests (make test runs these too, in deploy/deploy_test.go, with the live-metrics check)
+rules:
+	promtool check config deploy/prometheus/prometheus.yml
+	promtool test rules deploy/prometheus/alerts_test.yml
 
 vet:
 	$(GO) vet ./...

@@ -124,6 +124,12 @@
 // Redis failures are returned wrapped, never as these; a call that Redis did not answer in
 // time wraps context.DeadlineExceeded.
 //
+// # Metrics
+//
+// With Options.Metrics (NewMetrics), surge_lock_lost_total counts the locks lost while held:
+// the moment a lock's Context ends with ErrLockLost, or Release finds the lock gone. Any
+// increase deserves a look: work ran without exclusion (the fence is what still guards it).
+//
 // # Compared
 //
 //	                                  this package   Redisson RLock   redsync        bsm/redislock

@@ -35,7 +35,18 @@ type lease struct {
 // The lease's context keeps base's values but not its cancellation.
 func (r *registry) startLease(base context.Context, start time.Time, ttl time.Duration, o LockOptions,
 	refresh func(ctx context.Context, ttl time.Duration) error) *lease {
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(base))
+	ctx, cancelCause := context.WithCancelCause(context.WithoutCancel(base))
+	var ending sync.Mutex
+	cancel := func(cause error) {
+		// Counted before ctx ends, so that whoever sees the lock lost sees it counted; once,
+		// as only the first cause counts.
+		ending.Lock()
+		defer ending.Unlock()
+		if ctx.Err() == nil && errors.Is(cause, ErrLockLost) {
+			r.metrics.countLost()
+		}
+		cancelCause(cause)
+	}
 	l := &lease{reg: r, ctx: ctx, cancel: cancel, ttl: ttl, refresh: refresh}
 	if o.MaxHold > 0 {
 		l.maxAt = start.Add(o.MaxHold)
@@ -204,14 +215,15 @@ func (l *lease) end(cause error) {
 
 // registry tracks the leases of a Client or Redlock so that Close can end them.
 type registry struct {
-	mu     sync.Mutex
-	leases map[*lease]struct{}
-	closed chan struct{}
-	once   sync.Once
+	mu      sync.Mutex
+	leases  map[*lease]struct{}
+	closed  chan struct{}
+	once    sync.Once
+	metrics *Metrics // nil: not counted
 }
 
-func newRegistry() *registry {
-	return &registry{leases: map[*lease]struct{}{}, closed: make(chan struct{})}
+func newRegistry(m *Metrics) *registry {
+	return &registry{leases: map[*lease]struct{}{}, closed: make(chan struct{}), metrics: m}
 }
 
 func (r *registry) isClosed() bool {

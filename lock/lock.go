@@ -53,6 +53,8 @@ type Options struct {
 	// WatchdogLease is the lease of locks obtained without an explicit one; a watchdog renews
 	// it every WatchdogLease/3 while the lock is held. (30 s)
 	WatchdogLease time.Duration
+	// Metrics counts lost locks (NewMetrics). (none)
+	Metrics *Metrics
 }
 
 func (o *Options) setDefaults() {
@@ -110,7 +112,7 @@ func New(rdb redis.UniversalClient, opts Options) *Client {
 		rdb:   rdb,
 		opts:  opts,
 		subs:  newSubscriber(rdb),
-		reg:   newRegistry(),
+		reg:   newRegistry(opts.Metrics),
 		holds: map[holdKey]*hold{},
 	}
 }
@@ -353,7 +355,11 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	return l.release(ctx)
+	err := l.release(ctx)
+	if errors.Is(err, ErrLockLost) && !errors.Is(context.Cause(l.lease.ctx), ErrLockLost) {
+		l.lease.reg.metrics.countLost() // gone before its holder noticed
+	}
+	return err
 }
 
 // cleanupContext keeps ctx's values and deadline but not its cancellation (so that a lock

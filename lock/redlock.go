@@ -25,6 +25,8 @@ type RedlockOptions struct {
 	// NodeTimeout bounds each call to one node, so a node that is down costs little of the
 	// lease. (Lease/20, at least 10 ms)
 	NodeTimeout time.Duration
+	// Metrics counts lost locks (NewMetrics). (none)
+	Metrics *Metrics
 }
 
 // Redlock is the Redlock algorithm over independent Redis nodes (not replicas of each other,
@@ -61,7 +63,7 @@ func NewRedlock(clients []redis.UniversalClient, opts RedlockOptions) *Redlock {
 	if opts.DriftFactor <= 0 {
 		opts.DriftFactor = 0.01
 	}
-	r := &Redlock{opts: opts, reg: newRegistry()}
+	r := &Redlock{opts: opts, reg: newRegistry(opts.Metrics)}
 	for _, c := range clients {
 		r.nodes = append(r.nodes, New(c, Options{Prefix: opts.Prefix, WatchdogLease: opts.WatchdogLease}))
 	}

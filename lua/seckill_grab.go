@@ -40,6 +40,15 @@ var grabOutcomes = map[GrabOutcome]string{
 	GrabAlreadyBuyer: "already_purchased",
 }
 
+// GrabOutcomes lists every outcome the script may answer.
+func GrabOutcomes() []GrabOutcome {
+	out := make([]GrabOutcome, 0, len(grabOutcomes))
+	for o := range grabOutcomes {
+		out = append(out, o)
+	}
+	return out
+}
+
 // String is the outcome's stable name ("sold_out").
 func (o GrabOutcome) String() string {
 	if name, ok := grabOutcomes[o]; ok {

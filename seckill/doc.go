@@ -77,6 +77,15 @@
 // ended by Close), so that one caller giving up fails no other. Each Redis call of the
 // consumer is bounded, so that it neither wedges on a hung Redis nor outlives its context.
 //
+// # Metrics
+//
+// With Options.Registerer: grabs by outcome (surge_seckill_grabs_total, every outcome present
+// from the start), orders persisted, claimed, dead-lettered, re-homed, superseded and lost,
+// batch commit time, lost locks (surge_lock_lost_total), and the consumers' lag read from
+// Redis at each scrape: the orders waiting in the streams (surge_seckill_stream_backlog) and
+// the age of the oldest (surge_seckill_stream_oldest_age_seconds). The lag gauges are the
+// same on every server: aggregate them with max, not sum.
+//
 // # The simple strategy
 //
 // [StrategySync] does the classic synchronous version instead: a per-user lock, then one

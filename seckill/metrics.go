@@ -1,6 +1,12 @@
 package seckill
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/surgekit/surge/lua"
+)
 
 type metrics struct {
 	grabs     *prometheus.CounterVec
@@ -43,10 +49,25 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Orders recorded FAILED because Redis lost their entries while they were being written.",
 		}),
 	}
+	// Every outcome has its series from the start, so that the rate of a rare one (not_ready)
+	// exists before it first happens.
+	for _, o := range outcomeNames() {
+		m.grabs.WithLabelValues(o)
+	}
 	if reg != nil {
 		reg.MustRegister(m.grabs, m.persisted, m.dead, m.claimed, m.batches, m.rehomed, m.superseded, m.lost)
 	}
 	return m
+}
+
+// outcomeNames are every label outcome() gives: the script's outcomes, the refusals decided
+// before it, and "error".
+func outcomeNames() []string {
+	names := []string{ErrRateLimited.Reason(), ErrNoSuchVoucher.Reason(), outcome(errors.New("failure"))}
+	for _, o := range lua.GrabOutcomes() {
+		names = append(names, o.String())
+	}
+	return names
 }
 
 func (m *metrics) grab(outcome string) { m.grabs.WithLabelValues(outcome).Inc() }

@@ -46,7 +46,8 @@ type Options struct {
 	// Clock gives the time grabs are judged at (the sale window). (time.Now)
 	Clock  func() time.Time
 	Logger *slog.Logger
-	// Registerer receives the surge_seckill_* metrics. (none)
+	// Registerer receives the surge_seckill_* metrics (the order streams' backlog read from
+	// Redis at each scrape) and surge_lock_lost_total. (none)
 	Registerer prometheus.Registerer
 
 	// Admission (admission.go).
@@ -220,12 +221,15 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 	if s.ids, err = idgen.NewSegment(rdb, "order", idgen.WithClock(o.Clock), idgen.WithNamespace(o.Namespace)); err != nil {
 		return nil, err
 	}
-	s.locks = lock.New(rdb, lock.Options{Prefix: inNamespace(o.Namespace, "lock"), WatchdogLease: voucherLockLease})
+	s.locks = lock.New(rdb, lock.Options{Prefix: inNamespace(o.Namespace, "lock"), WatchdogLease: voucherLockLease, Metrics: lock.NewMetrics(o.Registerer)})
 	store, err := newSQLStore(db, o.Dialect, s.ids, s.voucherLocks(), o.Logger.With("component", "seckill"))
 	if err != nil {
 		return nil, errors.Join(err, s.ids.Close(), s.locks.Close())
 	}
 	s.assemble(store)
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(backlog{s})
+	}
 	return s, nil
 }
 

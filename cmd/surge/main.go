@@ -100,6 +100,8 @@ func serve(args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	log = cfg.Logger(os.Stderr)
+	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -109,13 +111,14 @@ func serve(args []string, log *slog.Logger) error {
 	}
 	defer a.Close()
 
-	ln, err := net.Listen("tcp", cfg.Addr)
+	servers, err := listen(a, cfg)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
+		return err
 	}
-	srv := httpServer(a.Handler, cfg)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	errc := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() { errc <- s.srv.Serve(s.ln) }()
+	}
 
 	store := "MySQL"
 	if cfg.MySQLDSN == "" {
@@ -125,12 +128,17 @@ func serve(args []string, log *slog.Logger) error {
 	if len(cfg.RedisAddrs) > 0 {
 		redisDesc = "Redis " + strings.Join(cfg.RedisAddrs, ",")
 	}
-	log.Info("surge ready", "mode", cfg.Mode, "redis", redisDesc, "database", store,
-		"seeded", a.Seeded, "startup", time.Since(start).Round(time.Millisecond))
+	ready := []any{"mode", cfg.Mode, "redis", redisDesc, "database", store, "seeded", a.Seeded,
+		"startup", time.Since(start).Round(time.Millisecond), "addr", servers[0].ln.Addr().String(), "tracing", cfg.OTLPEndpoint != ""}
+	if len(servers) > 1 {
+		ready = append(ready, "admin_addr", servers[1].ln.Addr().String())
+	}
+	log.Info("surge ready", ready...)
 	if cfg.Dev() {
 		log.Info("dev mode: login codes are returned as devCode", "admin_phones", strings.Join(cfg.AdminPhones, ","))
 	}
-	fmt.Printf("surge: playground at %s\n", playgroundURL(ln.Addr()))
+	fmt.Printf("surge: API at %s\n", baseURL(servers[0].ln.Addr()))
+	fmt.Printf("surge: playground at %s\n", baseURL(servers[len(servers)-1].ln.Addr()))
 
 	select {
 	case err := <-errc:
@@ -140,7 +148,35 @@ func serve(args []string, log *slog.Logger) error {
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
-	return srv.Shutdown(sctx)
+	var errs []error
+	for _, s := range servers {
+		errs = append(errs, s.srv.Shutdown(sctx))
+	}
+	return errors.Join(errs...)
+}
+
+// listener is one HTTP server and the socket it serves.
+type listener struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// listen opens the main listener and, with Config.AdminAddr, the admin one (last).
+func listen(a *app.App, cfg app.Config) ([]listener, error) {
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", cfg.Addr, err)
+	}
+	servers := []listener{{httpServer(a.Handler, cfg), ln}}
+	if a.AdminHandler != nil {
+		adminLn, err := net.Listen("tcp", cfg.AdminAddr)
+		if err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("listening on %s (admin): %w", cfg.AdminAddr, err)
+		}
+		servers = append(servers, listener{httpServer(a.AdminHandler, cfg), adminLn})
+	}
+	return servers, nil
 }
 
 // Connection limits of the HTTP server, beside the configured read and request timeouts.
@@ -165,7 +201,7 @@ func httpServer(h http.Handler, cfg app.Config) *http.Server {
 	}
 }
 
-func playgroundURL(addr net.Addr) string {
+func baseURL(addr net.Addr) string {
 	host, port, _ := net.SplitHostPort(addr.String())
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		host = "localhost"

@@ -43,19 +43,24 @@ func surgeBinary(t *testing.T) string { return testenv.SurgeBinary(t) }
 type server struct {
 	t       *testing.T
 	cmd     *exec.Cmd
-	base    string        // "http://127.0.0.1:PORT/"
+	base    string        // "http://127.0.0.1:PORT/": the playground's listener
+	api     string        // the API's listener: base, unless SURGE_ADMIN_ADDR split them
 	startup time.Duration // process start → first /healthz 200
 	stderr  *syncBuffer
 	done    chan struct{} // closed when the process has exited
 	waitErr error         // valid after done is closed
 }
 
-var urlLine = regexp.MustCompile(`^surge: playground at (http://\S+/)$`)
+var (
+	urlLine = regexp.MustCompile(`^surge: playground at (http://\S+/)$`)
+	apiLine = regexp.MustCompile(`^surge: API at (http://\S+/)$`)
+)
 
-// startServer starts the binary with a clean environment (PATH and HOME only) on
-// 127.0.0.1:0 with dataDir, waits for its URL line and for /healthz to answer 200. The process
-// is killed in t.Cleanup if it still runs, and its stderr is printed if the test failed.
-func startServer(t *testing.T, dataDir string) *server {
+// startServer starts the binary with a clean environment (PATH and HOME only, and env) on
+// 127.0.0.1:0 with dataDir, waits for its URL lines and for /healthz to answer 200. The
+// process is killed in t.Cleanup if it still runs, and its stderr is printed if the test
+// failed.
+func startServer(t *testing.T, dataDir string, env ...string) *server {
 	t.Helper()
 	bin := surgeBinary(t)
 	s := &server{t: t, stderr: &syncBuffer{}, done: make(chan struct{})}
@@ -67,6 +72,7 @@ func startServer(t *testing.T, dataDir string) *server {
 		"SURGE_ADDR=127.0.0.1:0",
 		"SURGE_DATA_DIR=" + dataDir,
 	}
+	s.cmd.Env = append(s.cmd.Env, env...)
 	s.cmd.Stdout = lines
 	s.cmd.Stderr = s.stderr
 	s.cmd.WaitDelay = 5 * time.Second // in case something else holds the pipes
@@ -102,6 +108,8 @@ func startServer(t *testing.T, dataDir string) *server {
 		case line := <-lines.ch:
 			if m := urlLine.FindStringSubmatch(line); m != nil {
 				s.base = m[1]
+			} else if m := apiLine.FindStringSubmatch(line); m != nil {
+				s.api = m[1]
 			} else {
 				t.Logf("surge stdout: %s", line)
 			}
@@ -111,8 +119,8 @@ func startServer(t *testing.T, dataDir string) *server {
 			t.Fatalf("surge printed no playground URL within %v", readyTimeout)
 		}
 	}
-	if !strings.HasPrefix(s.base, "http://127.0.0.1:") {
-		t.Fatalf("playground URL %q, want one on http://127.0.0.1:PORT/", s.base)
+	if !strings.HasPrefix(s.base, "http://127.0.0.1:") || !strings.HasPrefix(s.api, "http://127.0.0.1:") {
+		t.Fatalf("API URL %q, playground URL %q, want both on http://127.0.0.1:PORT/", s.api, s.base)
 	}
 
 	client := &http.Client{Timeout: 2 * time.Second}

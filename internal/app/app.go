@@ -26,6 +26,7 @@ import (
 	"github.com/surgekit/surge/internal/playground"
 	"github.com/surgekit/surge/internal/server"
 	"github.com/surgekit/surge/internal/store"
+	"github.com/surgekit/surge/internal/telemetry"
 	"github.com/surgekit/surge/seckill"
 )
 
@@ -39,12 +40,17 @@ type App struct {
 	Seckill *seckill.Service
 	Live    *live.Hub // subscriptions' pollers
 	Handler http.Handler
-	Log     *slog.Logger
-	Seeded  bool
+	// AdminHandler serves /metrics and the playground on Config.AdminAddr; nil without one
+	// (Handler serves them then).
+	AdminHandler http.Handler
+	Log          *slog.Logger
+	Seeded       bool
 	// Deployment is the deployment's identity, kept in its database (store.DB.DeploymentID):
 	// sessions and login codes of another deployment are refused.
 	Deployment string
 
+	tracing    *telemetry.Tracing // nil: tracing off
+	streams    redis.UniversalClient
 	redisAddrs []string
 	closers    []func() error
 	once       sync.Once
@@ -110,12 +116,13 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		StockThrottle: throttle, Logger: a.Log, Registerer: registry, OnError: gql.SubscriptionFailed,
 	})
 	a.closers = append(a.closers, func() error { a.Live.Close(); return nil })
+	a.registerPoolStats(registry)
 	persisted, err := a.persistedQueries()
 	if err != nil {
 		return nil, err
 	}
 	res := &gql.Resolver{DB: a.DB.Ent, Auth: a.Auth, Catalog: a.Catalog, Seckill: a.Seckill, Live: a.Live, Log: a.Log}
-	a.Handler = server.New(res, server.Options{
+	handlers := server.Build(res, server.Options{
 		Introspection:          cfg.Introspection,
 		Suggestions:            cfg.Dev(),
 		MaxComplexity:          cfg.MaxComplexity,
@@ -135,7 +142,9 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 			"redis":    func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() },
 			"database": a.DB.Ping,
 		},
+		Observability: server.Observability{AccessLog: cfg.AccessLog, Tracer: a.tracerProvider(), AdminSeparate: cfg.AdminAddr != ""},
 	})
+	a.Handler, a.AdminHandler = handlers.Public, handlers.Admin
 	return a, nil
 }
 
@@ -181,6 +190,9 @@ func open(ctx context.Context, cfg Config, opts Options, migrate bool) (_ *App, 
 			a.Close()
 		}
 	}()
+	if err := a.startTracing(ctx); err != nil {
+		return nil, err
+	}
 	if err := a.openRedis(ctx); err != nil {
 		return nil, err
 	}
@@ -230,6 +242,7 @@ func (a *App) claimNamespace(ctx context.Context) error {
 // stream consumer, whose blocking reads get a connection pool of their own.
 func (a *App) startSeckill(ctx context.Context, registry prometheus.Registerer) error {
 	streams := redis.NewUniversalClient(a.redisOptions(100))
+	a.streams = streams
 	o := a.SeckillOptions()
 	o.Registerer = registry
 	o.StreamClient = streams
@@ -299,6 +312,9 @@ func (a *App) openRedis(ctx context.Context) error {
 	a.redisAddrs = addrs
 	a.Redis = redis.NewUniversalClient(a.redisOptions(a.Config.RedisPoolSize))
 	a.closers = append(a.closers, a.Redis.Close)
+	if a.tracing != nil {
+		telemetry.TraceRedis(a.Redis, a.tracing.Provider())
+	}
 	if err := a.Redis.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("connecting to Redis %v: %w", addrs, err)
 	}
@@ -333,14 +349,14 @@ func driveExpiry(m *miniredis.Miniredis, every time.Duration) (stop func()) {
 func (a *App) openDB(ctx context.Context, migrate bool) error {
 	var err error
 	if a.Config.MySQLDSN != "" {
-		if a.DB, err = store.OpenMySQL(a.Config.MySQLDSN); err == nil {
+		if a.DB, err = store.OpenMySQL(a.Config.MySQLDSN, a.sqlOpener("mysql")); err == nil {
 			a.DB.SetMaxConns(a.Config.MySQLMaxConns)
 		}
 	} else {
 		if err := os.MkdirAll(a.Config.DataDir, 0o755); err != nil {
 			return fmt.Errorf("creating data dir: %w", err)
 		}
-		a.DB, err = store.OpenSQLite(filepath.Join(a.Config.DataDir, "surge.db"))
+		a.DB, err = store.OpenSQLite(filepath.Join(a.Config.DataDir, "surge.db"), a.sqlOpener("sqlite"))
 	}
 	if err != nil {
 		return err

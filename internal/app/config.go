@@ -111,6 +111,7 @@ type Config struct {
 	// two voucherStock subscription messages to one subscriber; 0 sends every change.
 	StockThrottle time.Duration
 	ShutdownGrace time.Duration
+	Observability
 }
 
 // DevAdminPhone is the admin phone of the dev default, so the playground can try admin mutations.
@@ -184,6 +185,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	rate := fs.Float64("seckill-rate", envFloat(getenv, "SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
 	consumer := fs.String("seckill-consumer", env("SURGE_SECKILL_CONSUMER", ""), "run the order stream consumer in this process: true/false (SURGE_SECKILL_CONSUMER; default true)")
 	claimIdle := fs.Duration("seckill-claim-idle", envDuration(getenv, "SURGE_SECKILL_CLAIM_IDLE", 30*time.Second), "how long an admitted order stays pending with a consumer before another one takes it over (SURGE_SECKILL_CLAIM_IDLE)")
+	observability := observabilityFlags(fs, getenv, env)
 	stockThrottle := fs.Duration("stock-throttle", envDuration(getenv, "SURGE_STOCK_THROTTLE", 200*time.Millisecond), "least time between two voucherStock subscription messages to one subscriber; 0 sends every change (SURGE_STOCK_THROTTLE)")
 	return func() (Config, error) {
 		c := Config{
@@ -199,6 +201,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			CORSOrigins: splitList(*corsOrigins), CORSMaxAge: *corsMaxAge,
 			APQTTL: *apqTTL, APQMaxBytes: *apqMaxBytes, TrustedDocuments: strings.TrimSpace(*trusted),
 			BatchMax: *batchMax,
+		}
+		if err := observability(&c); err != nil {
+			return Config{}, err
 		}
 		if c.SeckillClaimIdle <= 0 {
 			return Config{}, fmt.Errorf("seckill-claim-idle must be positive")

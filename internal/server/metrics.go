@@ -25,7 +25,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "surge_graphql_errors_total", Help: "GraphQL errors by extensions.code.",
 		}, []string{"code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "surge_graphql_duration_seconds", Help: "GraphQL operation latency.",
+			Name: "surge_graphql_duration_seconds", Help: "GraphQL operation latency, reading, parsing and validating the document included (subscriptions excluded).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"type"}),
 	}
@@ -39,8 +39,14 @@ func (m *metrics) aroundResponses(ctx context.Context, next graphql.ResponseHand
 	resp := next(ctx)
 	typ := "unknown"
 	if graphql.HasOperationContext(ctx) {
-		if op := graphql.GetOperationContext(ctx); op.Operation != nil {
+		op := graphql.GetOperationContext(ctx)
+		if op.Operation != nil {
 			typ = string(op.Operation.Operation)
+		}
+		// From the moment the request reached gqlgen: reading, parsing and validating the
+		// document count, not only executing it.
+		if !op.Stats.OperationStart.IsZero() {
+			start = op.Stats.OperationStart
 		}
 	}
 	outcome := "ok"

@@ -3,6 +3,9 @@
 // (websocket.go), the endpoint serves web apps on other origins (CORS, cors.go), operations
 // sent by id (automatic persisted queries stored in Redis, apqstore.go, or a trusted-documents
 // manifest, trusted.go; persisted.go) and, opt-in, batches of operations (batch.go).
+// The probes are /livez and /readyz; /metrics and the playground can go on an admin listener
+// (Build). Every request gets an id (X-Request-Id), HTTP metrics, an access-log line and, with a
+// tracer, a server span (observe.go).
 package server
 
 import (
@@ -17,7 +20,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/vektah/gqlparser/v2/ast"
 
 	gql "github.com/surgekit/surge/graph"
@@ -48,8 +50,9 @@ type Options struct {
 	Playground         http.Handler // served at "/"; nil serves nothing there
 	Logger             *slog.Logger
 	Registry           *prometheus.Registry // metrics registry (a fresh one if nil)
-	// Health checks each dependency; /healthz answers 200 only when all return nil.
-	Health map[string]func(context.Context) error
+	// Health checks each dependency; /readyz (and /healthz) answers 200 only when all return
+	// nil.
+	Health map[string]healthCheck
 	// Persisted configures operations sent by id: automatic persisted queries (Apollo) and
 	// trusted documents.
 	Persisted PersistedQueries
@@ -59,7 +62,11 @@ type Options struct {
 	// WebsocketSubscriptions caps the subscriptions running on one WebSocket connection (10);
 	// WebsocketConnections caps the open connections of one client address (50).
 	WebsocketSubscriptions, WebsocketConnections int
+	Observability
 }
+
+// healthCheck reports whether one dependency answers.
+type healthCheck = func(context.Context) error
 
 func (o *Options) setDefaults() {
 	if o.MaxComplexity <= 0 {
@@ -89,18 +96,8 @@ func (o *Options) setDefaults() {
 	}
 }
 
-// New returns the server's root handler.
-func New(res *gql.Resolver, opts Options) http.Handler {
-	opts.setDefaults()
-	mux := http.NewServeMux()
-	mux.Handle("/query", GraphQL(res, &opts))
-	mux.Handle("GET /healthz", healthHandler(opts.Health))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
-	if opts.Playground != nil {
-		mux.Handle("/", opts.Playground)
-	}
-	return mux
-}
+// New returns the server's root handler (Build's Public one).
+func New(res *gql.Resolver, opts Options) http.Handler { return Build(res, opts).Public }
 
 // GraphQL returns the /query handler: a deadline set, the bearer token resolved, then gqlgen
 // with this package's HTTP transport (GET, POST) and the WebSocket one (subscriptions), under
@@ -127,6 +124,10 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.Use(sideEffectLimit{})
 	srv.Use(batchLimits{maxComplexity: opts.MaxComplexity})                 // after the per-operation limits
 	srv.Use(persistedRegister{store: opts.Persisted.APQ, log: opts.Logger}) // last: only documents every check accepted
+	if opts.Tracer != nil {
+		srv.AroundOperations(traceOperations(opts.Tracer))
+	}
+	srv.AroundOperations(recordOperation)
 	srv.AroundOperations(operationDeadline(opts.RequestTimeout))
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		return next(res.WithLoaders(ctx)) // batch shop(id:) and voucher(id:) lookups per operation
@@ -149,7 +150,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 
 // healthHandler answers 200 when every check passes within 2 s, else 503; the body names each
 // dependency's state either way.
-func healthHandler(checks map[string]func(context.Context) error) http.Handler {
+func healthHandler(checks map[string]healthCheck) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()

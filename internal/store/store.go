@@ -5,6 +5,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -12,7 +13,7 @@ import (
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
 	"github.com/go-sql-driver/mysql"
-	_ "modernc.org/sqlite" // registers driver "sqlite" (pure Go, no cgo)
+	"modernc.org/sqlite" // also registers driver "sqlite" (pure Go, no cgo)
 
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/migrate"
@@ -31,25 +32,42 @@ func (d *DB) Close() error { return d.Ent.Close() }
 // Ping checks the database answers.
 func (d *DB) Ping(ctx context.Context) error { return d.SQL.PingContext(ctx) }
 
+// Opener makes the pool on a connector: sql.OpenDB (the default), or an instrumented one.
+type Opener func(driver.Connector) *sql.DB
+
+// opener is the last of open, or sql.OpenDB.
+func opener(open []Opener) Opener {
+	if len(open) > 0 && open[len(open)-1] != nil {
+		return open[len(open)-1]
+	}
+	return sql.OpenDB
+}
+
+// dsnConnector opens connections of a driver that has no connector of its own.
+type dsnConnector struct {
+	dsn string
+	drv driver.Driver
+}
+
+func (c dsnConnector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
+func (c dsnConnector) Driver() driver.Driver                        { return c.drv }
+
 // OpenSQLite opens (creating if needed) a SQLite file with foreign keys on, WAL and a busy
 // timeout: without the last two, concurrent writers fail with SQLITE_BUSY.
-func OpenSQLite(path string) (*DB, error) {
+func OpenSQLite(path string, open ...Opener) (*DB, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
 	dsn := "file:" + abs + "?_pragma=foreign_keys(1)&_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("store: open sqlite %s: %w", abs, err)
-	}
+	db := opener(open)(dsnConnector{dsn: dsn, drv: &sqlite.Driver{}})
 	db.SetMaxOpenConns(8)
 	return wrap(db, dialect.SQLite), nil
 }
 
 // OpenMySQL opens a MySQL/MariaDB pool. parseTime, UTC and utf8mb4 are forced so that
 // times and text round-trip whatever the DSN says.
-func OpenMySQL(dsn string) (*DB, error) {
+func OpenMySQL(dsn string, open ...Opener) (*DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: invalid MySQL DSN: %w", err)
@@ -63,7 +81,7 @@ func OpenMySQL(dsn string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: MySQL connector: %w", err)
 	}
-	db := sql.OpenDB(conn)
+	db := opener(open)(conn)
 	db.SetConnMaxLifetime(30 * time.Minute)
 	db.SetConnMaxIdleTime(connMaxIdleTime)
 	d := wrap(db, dialect.MySQL)

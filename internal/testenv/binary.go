@@ -22,15 +22,8 @@ var (
 func SurgeBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			if root := os.Getenv("GOROOT"); root == "" {
-				buildErr = fmt.Errorf("no go command on PATH: %w", err)
-				return
-			} else {
-				goTool = filepath.Join(root, "bin", "go")
-			}
-		}
+		goTool := goCommand()
+		var err error
 		if buildDir, err = os.MkdirTemp("", "surge-bin-"); err != nil {
 			buildErr = err
 			return
@@ -50,9 +43,23 @@ func SurgeBinary(t testing.TB) string {
 	return binPath
 }
 
-// RemoveSurgeBinary deletes what SurgeBinary built, if anything.
+// RemoveSurgeBinary deletes what SurgeBinary and StartOTLPSink built, if anything.
 func RemoveSurgeBinary() {
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
+	for _, dir := range []string{buildDir, sinkDir} {
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
 	}
+}
+
+// goCommand is the go tool: on PATH, else under GOROOT (a missing one fails the build with
+// its name).
+func goCommand() string {
+	if goTool, err := exec.LookPath("go"); err == nil {
+		return goTool
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		return filepath.Join(root, "bin", "go")
+	}
+	return "go"
 }

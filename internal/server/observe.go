@@ -1,0 +1,157 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/surgekit/surge/internal/telemetry"
+)
+
+// Observability configures what operators get from the HTTP surface besides /metrics.
+type Observability struct {
+	// AccessLog writes one INFO line per request to Logger: request id, method, route, path,
+	// status, bytes, duration, client address, GraphQL operation (and trace id when recorded).
+	AccessLog bool
+	// Tracer, when set, traces each request (a W3C traceparent is honoured) and its GraphQL
+	// operation. nil: tracing off, and nothing of it is installed.
+	Tracer trace.TracerProvider
+	// AdminSeparate serves /metrics and the playground only on the Admin handler of Build,
+	// meant for a listener of its own; the public handler keeps the API and health.
+	AdminSeparate bool
+}
+
+// observer wraps a route table with what operators read: a request id (X-Request-Id, the
+// client's if usable, echoed), HTTP metrics by route, an access-log line and a server span.
+type observer struct {
+	metrics     *httpMetrics
+	log         *slog.Logger // nil: no access log
+	tracing     *httpTracing // nil: tracing off
+	proxyHeader string
+	nextID      func() string
+}
+
+func newObserver(opts *Options) *observer {
+	o := &observer{metrics: newHTTPMetrics(opts.Registry), proxyHeader: opts.TrustedProxyHeader, nextID: newRequestIDs()}
+	if opts.AccessLog {
+		o.log = opts.Logger
+	}
+	if opts.Tracer != nil {
+		o.tracing = newHTTPTracing(opts.Tracer)
+	}
+	return o
+}
+
+// routeUnmatched labels requests no route took (the mux answered 404 or 405 itself).
+const routeUnmatched = "unmatched"
+
+func (o *observer) wrap(routes *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		x := &exchange{statusWriter: statusWriter{ResponseWriter: w}} // one allocation for both
+		sw, req := &x.statusWriter, &x.request
+		req.ID = o.requestID(r)
+		w.Header().Set(headerRequestID, req.ID)
+		ctx := telemetry.WithRequest(r.Context(), req)
+		var span trace.Span
+		if o.tracing != nil {
+			ctx, span = o.tracing.start(ctx, r)
+		}
+		r = r.WithContext(ctx)
+		o.metrics.inFlight.Inc()
+		defer func() {
+			o.metrics.inFlight.Dec()
+			route, status, took := routeOf(r), sw.statusCode(), time.Since(start)
+			o.metrics.observe(route, r.Method, status, took)
+			if span != nil {
+				o.tracing.end(span, r.Method, route, status)
+			}
+			if o.log != nil {
+				o.accessLog(ctx, r, req, route, sw, took)
+			}
+		}()
+		routes.ServeHTTP(sw, r) // sets r.Pattern
+	})
+}
+
+// exchange is one request's record and its response writer.
+type exchange struct {
+	statusWriter
+	request telemetry.Request
+}
+
+// routeOf is the pattern that served r, without its method ("/query"), or routeUnmatched.
+func routeOf(r *http.Request) string {
+	if r.Pattern == "" {
+		return routeUnmatched
+	}
+	if _, path, ok := strings.Cut(r.Pattern, " "); ok {
+		return path
+	}
+	return r.Pattern
+}
+
+// accessLog writes the request's line. It is logged without the request's context: its
+// attributes are spelled out here, so a context-aware handler does not add them twice.
+func (o *observer) accessLog(ctx context.Context, r *http.Request, req *telemetry.Request, route string, sw *statusWriter, took time.Duration) {
+	attrs := make([]slog.Attr, 0, 11)
+	attrs = append(attrs,
+		slog.String("request_id", req.ID),
+		slog.String("method", r.Method),
+		slog.String("route", route),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", sw.statusCode()),
+		slog.Int64("bytes", sw.bytes),
+		slog.Float64("duration_ms", float64(took.Microseconds())/1000),
+		slog.String("client", clientAddress(r, o.proxyHeader)),
+	)
+	if op := req.Operation(); op != "" {
+		attrs = append(attrs, slog.String("operation", op))
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
+	}
+	o.log.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)
+}
+
+// statusWriter records the status and size of a response. Unwrap lets
+// http.ResponseController and the WebSocket upgrade reach the connection beneath.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	// 1xx answers other than 101 are interim: the final status comes after them.
+	if w.status == 0 && (status >= http.StatusOK || status == http.StatusSwitchingProtocols) {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Flush passes flushes through (streamed answers).
+func (w *statusWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// statusCode is the status sent: 200 if the handler wrote nothing (net/http sends 200 then).
+func (w *statusWriter) statusCode() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}

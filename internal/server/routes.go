@@ -1,0 +1,61 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	gql "github.com/surgekit/surge/graph"
+)
+
+// Handlers are the server's HTTP surfaces. Admin is nil unless Options.AdminSeparate.
+type Handlers struct {
+	// Public serves /query, the health endpoints and, unless AdminSeparate, /metrics and the
+	// playground.
+	Public http.Handler
+	// Admin serves /metrics, the playground, /query (the playground's endpoint) and the
+	// health endpoints, for a listener of its own that only operators reach.
+	Admin http.Handler
+}
+
+// Build returns the server's handlers, sharing one GraphQL endpoint and one set of metrics.
+func Build(res *gql.Resolver, opts Options) Handlers {
+	opts.setDefaults()
+	obs := newObserver(&opts)
+	api := GraphQL(res, &opts)
+	public := apiRoutes(api, opts.Health)
+	if !opts.AdminSeparate {
+		adminRoutes(public, &opts)
+		return Handlers{Public: obs.wrap(public)}
+	}
+	admin := apiRoutes(api, opts.Health)
+	adminRoutes(admin, &opts)
+	return Handlers{Public: obs.wrap(public), Admin: obs.wrap(admin)}
+}
+
+// apiRoutes are the endpoint and the probes: /livez answers while the process serves,
+// /readyz (and /healthz, its older name) when its dependencies answer too.
+func apiRoutes(api http.Handler, health map[string]healthCheck) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/query", api)
+	mux.Handle("GET /livez", http.HandlerFunc(live))
+	ready := healthHandler(health)
+	mux.Handle("GET /readyz", ready)
+	mux.Handle("GET /healthz", ready)
+	return mux
+}
+
+func adminRoutes(mux *http.ServeMux, opts *Options) {
+	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
+	if opts.Playground != nil {
+		mux.Handle("/", opts.Playground)
+	}
+}
+
+// live answers that the process is up and serving HTTP, whatever its dependencies say: a
+// restart would not bring Redis or the database back.
+func live(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
