@@ -2,6 +2,7 @@ package lua
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -48,12 +49,20 @@ type Sale struct {
 	Stock      int64 // the database's stock
 }
 
+// ErrCommitTooLate is WarmCommit's answer when Redis ran it after notAfter: nothing written.
+var ErrCommitTooLate = errors.New("lua: seckill warm commit ran after its deadline; nothing written")
+
 // WarmCommit sets a voucher's window, on/off and stock (sale.Stock minus the orders still in
 // the stream, computed in the script so that no admission slips in between) and makes the
 // sale ready (seckill_warm_commit.lua). With rebuild the stream's buyers are added back and
-// the state is marked current for the running Redis process (see SaleState). It returns the
-// stock set.
-func WarmCommit(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale Sale, rebuild bool) (int64, error) {
-	return seckillWarmCommit.Run(ctx, rdb, []string{keys.Meta, keys.Stock, keys.Buyers, keys.Orders},
-		sale.Begin.UnixMilli(), sale.End.UnixMilli(), flag(sale.On), sale.Stock, flag(rebuild)).Int64()
+// the state is marked current for the running Redis process (see SaleState). Redis runs it
+// only until notAfter by its own clock (ErrCommitTooLate): the caller's database read is
+// trusted until then. It returns the stock set.
+func WarmCommit(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale Sale, rebuild bool, notAfter time.Time) (int64, error) {
+	stock, err := seckillWarmCommit.Run(ctx, rdb, []string{keys.Meta, keys.Stock, keys.Buyers, keys.Orders},
+		sale.Begin.UnixMilli(), sale.End.UnixMilli(), flag(sale.On), sale.Stock, flag(rebuild), notAfter.UnixMilli()).Int64()
+	if err == nil && stock == -1 {
+		return 0, ErrCommitTooLate
+	}
+	return stock, err
 }

@@ -4,10 +4,19 @@
 -- rebuild = 1 the stream's buyers are added back too (the database cannot know them), and the
 -- meta records the server's run_id (see seckill_state.lua): the state is current for it.
 -- The caller holds the voucher's lock, so the consumer commits nothing meanwhile.
+--
+-- ARGV[6] bounds when the commit may still run (Redis's clock, Unix ms): the caller holds the
+-- voucher's row lock until then (plus a margin for clocks). A call the caller gave up on (a
+-- hung Redis) that runs later, once the lock is gone and the consumer has written batches,
+-- would set a stock from a stale database read; past ARGV[6] it changes nothing.
 -- KEYS[1] meta   KEYS[2] stock   KEYS[3] buyers   KEYS[4] orders stream
 -- ARGV[1] begin (Unix ms)   ARGV[2] end   ARGV[3] on (1/0)   ARGV[4] database stock
--- ARGV[5] rebuild (1/0)
--- Returns the stock set.
+-- ARGV[5] rebuild (1/0)   ARGV[6] not after (Unix ms)
+-- Returns the stock set, or -1 (nothing written) past ARGV[6].
+local now = redis.call('TIME')
+if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > tonumber(ARGV[6]) then
+  return -1
+end
 local t = redis.call('TYPE', KEYS[4])['ok']
 if t ~= 'stream' and t ~= 'none' then
   return redis.error_reply('WRONGTYPE seckill: ' .. KEYS[4] .. ' is a ' .. t .. ', not a stream')

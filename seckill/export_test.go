@@ -16,3 +16,9 @@ const UserLockLease = userLockLease
 // UserLockKeyPattern matches the Redis keys of the per-user locks of a Service with this prefix
 // (the lock package's default key prefix).
 func UserLockKeyPattern(prefix string) string { return "lock:{" + prefix + "-user:*" }
+
+// SetBeforeWarmCommitHook makes hook run right before a warm commits to Redis, until restore.
+func SetBeforeWarmCommitHook(hook func()) (restore func()) {
+	testHookBeforeWarmCommit = hook
+	return func() { testHookBeforeWarmCommit = nil }
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/surgekit/surge/idgen"
 	"github.com/surgekit/surge/lua"
+	"github.com/surgekit/surge/redisctx"
 )
 
 // recovery keeps a voucher's sale state in Redis in line with the database: it warms new and
@@ -89,7 +90,9 @@ func (r *recovery) warmAll(ctx context.Context) error {
 // warmLocked does the work of warm while the caller holds the voucher's lock: with full, or
 // when Redis does not hold the sale or holds it from before a restart, a rebuild.
 func (r *recovery) warmLocked(ctx context.Context, voucherID int, full bool) error {
-	release, err := r.store.holdVoucher(ctx, voucherID)
+	// The row lock outlives ctx (the voucher lock's context, cancelled if that lock is lost):
+	// a commit given up on must not find the consumer's batches written meanwhile (commit).
+	release, err := r.store.holdVoucher(context.WithoutCancel(ctx), voucherID)
 	if err != nil {
 		return err
 	}
@@ -143,10 +146,37 @@ func (r *recovery) prepare(ctx context.Context, voucherID int, full bool) error 
 	return r.loadBuyers(ctx, voucherID)
 }
 
+// testHookBeforeWarmCommit, set by tests only, runs right before a warm's commit.
+var testHookBeforeWarmCommit func()
+
+// warmCommitTimeout bounds a warm's commit; warmClockMargin covers the difference between this
+// process's clock and Redis's when waiting for a commit given up on to expire.
+const (
+	warmCommitTimeout = 2 * time.Second
+	warmClockMargin   = time.Second
+)
+
 // commit sets the sale's window and stock in Redis, makes it ready and registers it for the
 // consumer.
+//
+// The commit may run only until notAfter (Redis's clock): a call given up on that Redis runs
+// later would set a stock read from the database before the consumer's later batches. On a
+// failure the caller keeps the voucher's locks until notAfter has passed everywhere.
 func (r *recovery) commit(ctx context.Context, voucherID int, sale sale, full bool) error {
-	if _, err := lua.WarmCommit(ctx, r.rdb, r.keys.script(voucherID), sale.script(), full); err != nil {
+	if testHookBeforeWarmCommit != nil {
+		testHookBeforeWarmCommit()
+	}
+	notAfter := time.Now().Add(warmCommitTimeout)
+	cctx, cancel := context.WithDeadline(ctx, notAfter)
+	defer cancel()
+	_, err := redisctx.Do(cctx, r.rdb, func(ctx context.Context) (int64, error) {
+		return lua.WarmCommit(ctx, r.rdb, r.keys.script(voucherID), sale.script(), full, notAfter)
+	})
+	if err != nil {
+		if !errors.Is(err, lua.ErrCommitTooLate) {
+			// It may still run: hold the row lock until it no longer can, even if ctx ended.
+			time.Sleep(time.Until(notAfter.Add(warmClockMargin)))
+		}
 		return fmt.Errorf("seckill: committing voucher %d: %w", voucherID, err)
 	}
 	z := redis.Z{Score: float64(sale.end.UnixMilli()), Member: voucherID}
