@@ -4,9 +4,12 @@ TEST_TIMEOUT ?= 18m
 
 .PHONY: test services vet run generate build rules
 
-## test: start/install Redis, MariaDB and Chromium if needed, then vet and run every test with -race
+## test: start/install Redis, MariaDB and Chromium if needed, then vet and run every test with -race.
+## Tests that need an installed part fail rather than skip (SURGE_TEST_REQUIRE_ALL). The local
+## Redis Cluster is stopped afterwards, passed or failed (the next run starts a fresh one).
 test: services vet
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	SURGE_TEST_REQUIRE_ALL=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...; \
+	rc=$$?; bash scripts/stop-redis-cluster.sh; exit $$rc
 
 ## services: make sure the real services the tests use are installed and running, and the
 ## graphql-http audit and the JavaScript clients the tests drive (npm), and promtool (deploy/ rules) are installed

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
@@ -47,7 +48,7 @@ func (c *Cache[V]) LoadMany(ctx context.Context, ids []string, load BatchLoader[
 	if len(r.missing) == 0 {
 		return r.values, nil
 	}
-	token := newToken()
+	token := rand.Text()
 	replies, err := c.leaseMany(ctx, r.missing, token)
 	if err != nil {
 		return c.outageLoadMany(ctx, r, load, err)
@@ -89,17 +90,17 @@ type leaseResult struct {
 // is judged on its own.
 func (c *Cache[V]) leaseMany(ctx context.Context, ids []string, token string) ([]leaseResult, error) {
 	return do(c.redis, ctx, func(ctx context.Context) ([]leaseResult, error) {
-		cmds := make([]*redis.Cmd, len(ids))
+		calls := make([]*lua.Pending[lua.LeaseReply], len(ids))
 		_, _ = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, id := range ids {
-				cmds[i] = lua.CacheLease.Eval(ctx, p, []string{c.Key(id), c.leaseKey(id)}, token, ms(c.opts.LeaseTTL), lua.LeaseIfMissing)
+				calls[i] = lua.CacheLease(c.Key(id), c.leaseKey(id), token, c.opts.LeaseTTL).QueueEval(ctx, p)
 			}
 			return nil
 		})
 		out := make([]leaseResult, len(ids))
 		failed := 0
-		for i, cmd := range cmds {
-			out[i].reply, out[i].err = lua.ParseCacheLease(cmd.Result())
+		for i, call := range calls {
+			out[i].reply, out[i].err = call.Result()
 			if out[i].err != nil && isOutage(out[i].err) {
 				failed++
 			}
@@ -178,16 +179,16 @@ func (c *Cache[V]) loadLeased(ctx context.Context, ids []string, token string, l
 	}
 	c.releaseMany(lctx, notFound, token, evNotFound)
 	rejected, err := do(c.redis, lctx, func(ctx context.Context) (int, error) {
-		cmds := make([]*redis.Cmd, len(fills))
+		calls := make([]*lua.Pending[bool], len(fills))
 		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, f := range fills {
-				cmds[i] = lua.CacheFill.Eval(ctx, p, []string{c.Key(f.id), c.leaseKey(f.id)}, token, f.b, f.px, c.channel(), "f:"+f.id)
+				calls[i] = lua.CacheFill(c.Key(f.id), c.leaseKey(f.id), token, f.b, f.px, c.channel(), "f:"+f.id).QueueEval(ctx, p)
 			}
 			return nil
 		})
 		n := 0
-		for _, cmd := range cmds {
-			if v, err := cmd.Int(); err == nil && v == 0 {
+		for _, call := range calls {
+			if written, err := call.Result(); err == nil && !written {
 				n++
 			}
 		}
@@ -210,7 +211,7 @@ func (c *Cache[V]) releaseMany(ctx context.Context, ids []string, token string, 
 	_ = doErr(c.redis, context.WithoutCancel(ctx), func(ctx context.Context) error {
 		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, id := range ids {
-				lua.CacheRelease.Eval(ctx, p, []string{c.leaseKey(id)}, token, c.channel(), string(kind)+":"+id)
+				lua.CacheRelease(c.leaseKey(id), token, c.channel(), string(kind)+":"+id).QueueEval(ctx, p)
 			}
 			return nil
 		})

@@ -99,6 +99,7 @@ func TestFilterOnlyOnMiss(t *testing.T) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
 	t.Cleanup(func() { rdb.Close() })
+	testenv.TrackKeys(t, rdb)
 	name := uniqueName("bloomorder")
 	f, err := cache.NewRedisFilter(rdb, name, 1000, 0.001)
 	if err != nil {

@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"iter"
@@ -55,9 +54,10 @@ type RedisFilter struct {
 	expected uint
 	fpRate   float64
 	m, k     uint
-	perCall  int      // ids per script call
-	keys     []string // live, meta, rebuild, rebuild meta
-	mk       []any    // ARGV head: m, k
+	perCall  int // ids per script call
+	keys     lua.BloomKeys
+	mArg     string // m and k as the scripts take them
+	kArg     string
 }
 
 // FilterOption configures NewRedisFilter.
@@ -101,14 +101,15 @@ func NewRedisFilter(rdb redis.UniversalClient, name string, expected uint, fpRat
 	return &RedisFilter{
 		rdb: rdb, name: name, expected: expected, fpRate: fpRate, m: m, k: k,
 		perCall: max(1, min(rebuildBatch, maxPositionsPerCall/int(k))),
-		keys:    []string{key, key + ":meta", key + ":rebuild", key + ":rebuild:meta"},
-		mk:      []any{strconv.FormatUint(uint64(m), 10), strconv.FormatUint(uint64(k), 10)},
+		keys:    lua.BloomKeys{Live: key, Meta: key + ":meta", Rebuild: key + ":rebuild", RebuildMeta: key + ":rebuild:meta"},
+		mArg:    strconv.FormatUint(uint64(m), 10),
+		kArg:    strconv.FormatUint(uint64(k), 10),
 	}, nil
 }
 
 // Key is the filter's bitmap key, bloom:{<name>} (or <FilterPrefix>:{<name>}); its other keys
 // start with it.
-func (f *RedisFilter) Key() string { return f.keys[0] }
+func (f *RedisFilter) Key() string { return f.keys.Live }
 
 // Test reports whether id may have been added (false: it certainly was not). On an error the
 // answer is true, "maybe present".
@@ -130,27 +131,21 @@ func (f *RedisFilter) TestMany(ctx context.Context, ids []string) ([]bool, error
 		}
 		return out, err
 	}
-	replies, err := f.eval(ctx, lua.BloomTest, true, f.keys[:2], f.mk, ids)
+	replies, err := f.eval(ctx, func(positions []uint64) lua.Call[lua.BloomReply] {
+		return lua.BloomTest(f.keys, f.mArg, f.kArg, positions)
+	}, ids)
 	if err != nil {
 		return fail(err)
 	}
 	i := 0
 	for _, r := range replies {
-		vals, err := f.status(r)
-		if err != nil {
+		if err := f.status(r); err != nil {
 			return fail(err)
 		}
-		for _, v := range vals {
-			if i == len(out) {
-				return fail(errors.New("cache: bloom test: more answers than ids"))
-			}
-			bit, ok := v.(int64)
-			if !ok {
-				return fail(fmt.Errorf("cache: bloom test: unexpected answer %v", v))
-			}
-			out[i] = bit == 1
-			i++
+		if i+len(r.Present) > len(out) {
+			return fail(errors.New("cache: bloom test: more answers than ids"))
 		}
+		i += copy(out[i:], r.Present)
 	}
 	if i != len(out) {
 		return fail(fmt.Errorf("cache: bloom test: %d answers for %d ids", i, len(out)))
@@ -169,12 +164,14 @@ func (f *RedisFilter) Add(ctx context.Context, ids ...string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	replies, err := f.eval(ctx, lua.BloomAdd, false, f.keys, f.mk, ids)
+	replies, err := f.eval(ctx, func(positions []uint64) lua.Call[lua.BloomReply] {
+		return lua.BloomAdd(f.keys, f.mArg, f.kArg, positions)
+	}, ids)
 	if err != nil {
 		return err
 	}
 	for _, r := range replies {
-		if _, err := f.status(r); err != nil {
+		if err := f.status(r); err != nil {
 			return err
 		}
 	}
@@ -194,28 +191,28 @@ func (f *RedisFilter) Add(ctx context.Context, ids ...string) error {
 // runs at a time (ErrRebuildRunning), across processes, guarded by a lease that every batch
 // renews and that expires after a minute without one (ErrRebuildLost).
 func (f *RedisFilter) Rebuild(ctx context.Context, ids iter.Seq[string]) (n int, err error) {
-	token := randomToken()
-	lease := rebuildLease.Milliseconds()
+	token := rand.Text()
 	abort := func() {
 		// Clean up even when ctx is what failed; the lease expiring would do it too.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = redisctx.Err(actx, f.rdb, func(ctx context.Context) error {
-			return lua.BloomRebuildAbort.Run(ctx, f.rdb, f.keys[2:], token).Err()
+			_, err := lua.BloomRebuildAbort(f.keys, token).Run(ctx, f.rdb)
+			return err
 		})
 	}
-	started, err := redisctx.DoThen(ctx, f.rdb, func(ctx context.Context) (int, error) {
-		return lua.BloomRebuildBegin.Run(ctx, f.rdb, f.keys[2:], token, f.mk[0], f.mk[1], lease).Int()
-	}, func(started int, err error) {
-		if err == nil && started == 1 { // begun after the caller gave up
+	started, err := redisctx.DoThen(ctx, f.rdb, func(ctx context.Context) (bool, error) {
+		return lua.BloomRebuildBegin(f.keys, token, f.mArg, f.kArg, rebuildLease).Run(ctx, f.rdb)
+	}, func(started bool, err error) {
+		if err == nil && started { // begun after the caller gave up
 			abort()
 		}
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cache: bloom rebuild of %q: %w", f.name, err)
 	}
-	if started == 0 {
-		return 0, fmt.Errorf("%w: %s is held", ErrRebuildRunning, f.keys[3])
+	if !started {
+		return 0, fmt.Errorf("%w: %s is held", ErrRebuildRunning, f.keys.RebuildMeta)
 	}
 	committed := false
 	defer func() {
@@ -225,7 +222,7 @@ func (f *RedisFilter) Rebuild(ctx context.Context, ids iter.Seq[string]) (n int,
 	}()
 
 	lost := fmt.Errorf("%w: %q, its live filter is unchanged", ErrRebuildLost, f.name)
-	args := make([]any, 0, 2+f.perCall*int(f.k))
+	positions := make([]uint64, 0, f.perCall*int(f.k))
 	batch := 0
 	flush := func() error {
 		if ctx.Err() != nil {
@@ -234,23 +231,20 @@ func (f *RedisFilter) Rebuild(ctx context.Context, ids iter.Seq[string]) (n int,
 		if batch == 0 {
 			return nil
 		}
-		ok, err := redisctx.Do(ctx, f.rdb, func(ctx context.Context) (int, error) {
-			return lua.BloomRebuildAdd.Run(ctx, f.rdb, f.keys[2:], args...).Int()
+		ok, err := redisctx.Do(ctx, f.rdb, func(ctx context.Context) (bool, error) {
+			return lua.BloomRebuildAdd(f.keys, token, rebuildLease, positions).Run(ctx, f.rdb)
 		})
 		if err != nil {
 			return fmt.Errorf("cache: bloom rebuild of %q: %w", f.name, err)
 		}
-		if ok == 0 {
+		if !ok {
 			return lost
 		}
-		args, batch = args[:0], 0
+		positions, batch = positions[:0], 0
 		return nil
 	}
 	for id := range ids {
-		if batch == 0 {
-			args = append(args[:0], token, lease)
-		}
-		args = f.appendPositions(args, id)
+		positions = f.appendPositions(positions, id)
 		n, batch = n+1, batch+1
 		if batch == f.perCall {
 			if err := flush(); err != nil {
@@ -261,13 +255,13 @@ func (f *RedisFilter) Rebuild(ctx context.Context, ids iter.Seq[string]) (n int,
 	if err := flush(); err != nil {
 		return n, err
 	}
-	ok, err := redisctx.Do(ctx, f.rdb, func(ctx context.Context) (int, error) {
-		return lua.BloomRebuildCommit.Run(ctx, f.rdb, f.keys, token).Int()
+	ok, err := redisctx.Do(ctx, f.rdb, func(ctx context.Context) (bool, error) {
+		return lua.BloomRebuildCommit(f.keys, token).Run(ctx, f.rdb)
 	})
 	if err != nil {
 		return n, fmt.Errorf("cache: bloom rebuild of %q: %w", f.name, err)
 	}
-	if ok == 0 {
+	if !ok {
 		return n, lost
 	}
 	committed = true
@@ -286,8 +280,8 @@ func (f *RedisFilter) Estimate(ctx context.Context) (FilterEstimate, error) {
 		var meta *redis.SliceCmd
 		var set *redis.IntCmd
 		_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			meta = p.HMGet(ctx, f.keys[1], "m", "k")
-			set = p.BitCount(ctx, f.keys[0], nil)
+			meta = p.HMGet(ctx, f.keys.Meta, "m", "k")
+			set = p.BitCount(ctx, f.keys.Live, nil)
 			return nil
 		})
 		return reading{meta.Val(), set.Val()}, err
@@ -298,36 +292,35 @@ func (f *RedisFilter) Estimate(ctx context.Context) (FilterEstimate, error) {
 	if len(r.meta) != 2 || r.meta[0] == nil {
 		return FilterEstimate{}, fmt.Errorf("%w: %q", ErrNotBuilt, f.name)
 	}
-	if r.meta[0] != f.mk[0] || r.meta[1] != f.mk[1] {
+	if r.meta[0] != f.mArg || r.meta[1] != f.kArg {
 		return FilterEstimate{}, fmt.Errorf("%w: %q has m=%v k=%v, this client m=%d k=%d", ErrParamsMismatch, f.name, r.meta[0], r.meta[1], f.m, f.k)
 	}
 	return estimate(uint64(f.m), uint64(f.k), uint64(r.set)), nil
 }
 
 // appendPositions appends id's k bit positions: the ones bloom.BloomFilter sets for id.
-func (f *RedisFilter) appendPositions(args []any, id string) []any {
+func (f *RedisFilter) appendPositions(positions []uint64, id string) []uint64 {
 	for _, loc := range bloom.Locations([]byte(id), f.k) {
-		args = append(args, loc%uint64(f.m))
+		positions = append(positions, loc%uint64(f.m))
 	}
-	return args
+	return positions
 }
 
-// eval runs script once per chunk of ids (ARGV: head, then the chunk's positions), every chunk
-// in one pipeline, and returns the replies in chunk order.
-func (f *RedisFilter) eval(ctx context.Context, script *redis.Script, readOnly bool, keys []string, head []any, ids []string) ([]any, error) {
-	var chunks [][]any
+// eval runs the call that call builds once per chunk of ids (given the chunk's bit
+// positions), every chunk in one pipeline, and returns the replies in chunk order.
+func (f *RedisFilter) eval(ctx context.Context, call func(positions []uint64) lua.Call[lua.BloomReply], ids []string) ([]lua.BloomReply, error) {
+	var calls []lua.Call[lua.BloomReply]
 	for len(ids) > 0 {
 		c := ids[:min(len(ids), f.perCall)]
 		ids = ids[len(c):]
-		args := make([]any, 0, len(head)+len(c)*int(f.k))
-		args = append(args, head...)
+		positions := make([]uint64, 0, len(c)*int(f.k))
 		for _, id := range c {
-			args = f.appendPositions(args, id)
+			positions = f.appendPositions(positions, id)
 		}
-		chunks = append(chunks, args)
+		calls = append(calls, call(positions))
 	}
-	replies, err := redisctx.Do(ctx, f.rdb, func(ctx context.Context) ([]any, error) {
-		return f.evalChunks(ctx, script, readOnly, keys, chunks)
+	replies, err := redisctx.Do(ctx, f.rdb, func(ctx context.Context) ([]lua.BloomReply, error) {
+		return f.evalChunks(ctx, calls)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cache: bloom filter %q: %w", f.name, err)
@@ -335,85 +328,56 @@ func (f *RedisFilter) eval(ctx context.Context, script *redis.Script, readOnly b
 	return replies, nil
 }
 
-// evalChunks runs script once per chunk of arguments, every chunk in one pipeline.
-func (f *RedisFilter) evalChunks(ctx context.Context, script *redis.Script, readOnly bool, keys []string, chunks [][]any) ([]any, error) {
-	if len(chunks) == 1 { // Run loads the script on NOSCRIPT by itself.
-		var cmd *redis.Cmd
-		if readOnly {
-			cmd = script.RunRO(ctx, f.rdb, keys, chunks[0]...)
-		} else {
-			cmd = script.Run(ctx, f.rdb, keys, chunks[0]...)
-		}
-		v, err := cmd.Result()
-		if err != nil {
-			return nil, err
-		}
-		return []any{v}, nil
+// evalChunks runs calls in one pipeline.
+func (f *RedisFilter) evalChunks(ctx context.Context, calls []lua.Call[lua.BloomReply]) ([]lua.BloomReply, error) {
+	if len(calls) == 1 { // Run loads the script on NOSCRIPT by itself.
+		r, err := calls[0].Run(ctx, f.rdb)
+		return []lua.BloomReply{r}, err
 	}
-	run := func(bySHA bool) ([]*redis.Cmd, error) {
-		cmds := make([]*redis.Cmd, len(chunks))
+	run := func(bySHA bool) ([]*lua.Pending[lua.BloomReply], error) {
+		pending := make([]*lua.Pending[lua.BloomReply], len(calls))
 		_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, args := range chunks {
-				switch {
-				case bySHA && readOnly:
-					cmds[i] = script.EvalShaRO(ctx, p, keys, args...)
-				case bySHA:
-					cmds[i] = script.EvalSha(ctx, p, keys, args...)
-				case readOnly:
-					cmds[i] = script.EvalRO(ctx, p, keys, args...)
-				default:
-					cmds[i] = script.Eval(ctx, p, keys, args...)
+			for i, c := range calls {
+				if bySHA {
+					pending[i] = c.Queue(ctx, p)
+				} else {
+					pending[i] = c.QueueEval(ctx, p)
 				}
 			}
 			return nil
 		})
-		return cmds, err
+		return pending, err
 	}
-	cmds, err := run(true)
-	if errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT") {
+	pending, err := run(true)
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// Script cache empty (restart, failover, SCRIPT FLUSH): send the source once more. Safe
 		// to repeat: setting bits is idempotent and testing them reads only.
-		cmds, err = run(false)
+		pending, err = run(false)
 	}
 	if err != nil {
 		return nil, err
 	}
-	replies := make([]any, len(cmds))
-	for i, c := range cmds {
-		replies[i] = c.Val()
+	replies := make([]lua.BloomReply, len(pending))
+	for i, p := range pending {
+		if replies[i], err = p.Result(); err != nil {
+			return nil, err
+		}
 	}
 	return replies, nil
 }
 
-// status decodes the status a test or add script puts first in its reply and returns the rest.
-func (f *RedisFilter) status(reply any) ([]any, error) {
-	vals, ok := reply.([]any)
-	if !ok || len(vals) == 0 {
-		return nil, fmt.Errorf("cache: bloom filter %q: unexpected script reply %v", f.name, reply)
+// status turns a test or add script's status into an error (nil: done).
+func (f *RedisFilter) status(r lua.BloomReply) error {
+	switch r.Status {
+	case lua.BloomDone:
+		return nil
+	case lua.BloomNotBuilt:
+		return fmt.Errorf("%w: %q (no %s): call Rebuild with every existing id; until then every id is maybe present", ErrNotBuilt, f.name, f.keys.Live)
 	}
-	code, _ := vals[0].(int64)
-	switch code {
-	case 1:
-		return vals[1:], nil
-	case 0:
-		return nil, fmt.Errorf("%w: %q (no %s): call Rebuild with every existing id; until then every id is maybe present", ErrNotBuilt, f.name, f.keys[0])
-	case -1, -2:
-		var m, k any
-		if len(vals) == 3 {
-			m, k = vals[1], vals[2]
-		}
-		which := "filter"
-		if code == -2 {
-			which = "filter being rebuilt"
-		}
-		return nil, fmt.Errorf("%w: the %s %q in Redis has m=%v k=%v, this client computes m=%d k=%d from expected=%d fpRate=%g; call Rebuild to rebuild it with the new parameters (or use the old ones)",
-			ErrParamsMismatch, which, f.name, m, k, f.m, f.k, f.expected, f.fpRate)
+	which := "filter"
+	if r.Status == lua.BloomRebuildMismatch {
+		which = "filter being rebuilt"
 	}
-	return nil, fmt.Errorf("cache: bloom filter %q: unexpected script status %v", f.name, vals[0])
-}
-
-func randomToken() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	return fmt.Errorf("%w: the %s %q in Redis has m=%s k=%s, this client computes m=%d k=%d from expected=%d fpRate=%g; call Rebuild to rebuild it with the new parameters (or use the old ones)",
+		ErrParamsMismatch, which, f.name, r.M, r.K, f.m, f.k, f.expected, f.fpRate)
 }

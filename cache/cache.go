@@ -2,8 +2,6 @@ package cache
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -261,10 +259,4 @@ func ms(d time.Duration) int64 {
 		return n
 	}
 	return 1
-}
-
-func newToken() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

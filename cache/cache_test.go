@@ -319,7 +319,7 @@ type leaseCalls struct{ n atomic.Int64 }
 func (h *leaseCalls) count(cmd redis.Cmder) {
 	args := cmd.Args()
 	if len(args) > 1 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
-		if args[1] == lua.CacheLease.Hash() || args[1] == cacheLeaseSource {
+		if args[1] == lua.CacheLease("", "", "", 0).Hash() || args[1] == cacheLeaseSource {
 			h.n.Add(1)
 		}
 	}

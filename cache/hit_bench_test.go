@@ -40,7 +40,8 @@ func BenchmarkHitWithFilter(b *testing.B) {
 	} {
 		b.Run(kind.name, func(b *testing.B) {
 			rdb := redis.NewClient(&kind.opts)
-			defer rdb.Close()
+			b.Cleanup(func() { rdb.Close() })
+			testenv.TrackKeys(b, rdb)
 			benchHitWithFilter(b, rdb)
 		})
 	}

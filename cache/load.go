@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -86,7 +87,7 @@ func (c *Cache[V]) share(ctx context.Context, group *singleflight.Group, key str
 // leaseAndLoad loops until the value is cached by someone or this caller holds the lease
 // and loads it.
 func (c *Cache[V]) leaseAndLoad(ctx context.Context, id string, load Loader[V]) (V, error) {
-	token := newToken()
+	token := rand.Text()
 	var waitStart time.Time
 	for {
 		if v, err, done := c.leaseOrWait(ctx, id, load, token, &waitStart); done {
@@ -101,7 +102,7 @@ func (c *Cache[V]) leaseAndLoad(ctx context.Context, id string, load Loader[V]) 
 func (c *Cache[V]) leaseOrWait(ctx context.Context, id string, load Loader[V], token string, waitStart *time.Time) (v V, err error, done bool) {
 	woken := c.events.wait(id)
 	defer c.events.forget(id, woken)
-	res, err := c.lease(ctx, id, token, lua.LeaseIfMissing)
+	res, err := c.lease(ctx, id, lua.CacheLease(c.Key(id), c.leaseKey(id), token, c.opts.LeaseTTL), token)
 	if err != nil {
 		if ctx.Err() != nil {
 			return v, ctx.Err(), true
@@ -126,7 +127,7 @@ func (c *Cache[V]) leaseOrWait(ctx context.Context, id string, load Loader[V], t
 	if waitStart.IsZero() {
 		*waitStart = time.Now()
 	}
-	t := time.NewTimer(max(time.Duration(res.WaitMS)*time.Millisecond, time.Millisecond))
+	t := time.NewTimer(max(res.Wait, time.Millisecond))
 	defer t.Stop()
 	select {
 	case <-woken.ch:
@@ -147,13 +148,11 @@ func (c *Cache[V]) leaseOrWait(ctx context.Context, id string, load Loader[V], t
 	return v, nil, false
 }
 
-// lease runs the lease script for id. A lease taken by a call abandoned at its bound is handed
-// back as soon as its reply arrives, so that no process waits it out.
-func (c *Cache[V]) lease(ctx context.Context, id, token, mode string, modeArgs ...any) (lua.LeaseReply, error) {
-	keys := []string{c.Key(id), c.leaseKey(id)}
-	args := append([]any{token, ms(c.opts.LeaseTTL), mode}, modeArgs...)
+// lease runs a lease call (token's) for id. A lease taken by a call abandoned at its bound is
+// handed back as soon as its reply arrives, so that no process waits it out.
+func (c *Cache[V]) lease(ctx context.Context, id string, call lua.Call[lua.LeaseReply], token string) (lua.LeaseReply, error) {
 	return doThen(c.redis, ctx, func(ctx context.Context) (lua.LeaseReply, error) {
-		return lua.ParseCacheLease(lua.CacheLease.Run(ctx, c.rdb, keys, args...).Result())
+		return call.Run(ctx, c.rdb)
 	}, func(r lua.LeaseReply, err error) {
 		if err == nil && r.Outcome == lua.LeaseTaken {
 			c.release(context.Background(), id, token, evReleased)
@@ -189,14 +188,14 @@ func (c *Cache[V]) loadWithLease(ctx context.Context, id string, load Loader[V],
 		c.release(ctx, id, token, evReleased)
 		return v, encErr
 	}
-	ok, ferr := doThen(c.redis, context.WithoutCancel(ctx), func(ctx context.Context) (int, error) {
-		return lua.CacheFill.Run(ctx, c.rdb, []string{c.Key(id), c.leaseKey(id)}, token, b, px, c.channel(), "f:"+id).Int()
-	}, func(_ int, err error) {
+	written, ferr := doThen(c.redis, context.WithoutCancel(ctx), func(ctx context.Context) (bool, error) {
+		return lua.CacheFill(c.Key(id), c.leaseKey(id), token, b, px, c.channel(), "f:"+id).Run(ctx, c.rdb)
+	}, func(_ bool, err error) {
 		if err != nil { // cut at the bound and never sent (a congested pool): free the waiters
 			c.release(context.Background(), id, token, evReleased)
 		}
 	})
-	if ferr == nil && ok == 0 {
+	if ferr == nil && !written {
 		c.stats.staleSetsRejected.Inc()
 	}
 	// The caller gets what it loaded either way: it was current when read. A failed
@@ -247,7 +246,8 @@ func (c *Cache[V]) outageLoad(ctx context.Context, id string, load Loader[V], ca
 // no result, "n" no such id and nothing cached). It runs even if ctx ended.
 func (c *Cache[V]) release(ctx context.Context, id, token string, kind byte) {
 	_ = doErr(c.redis, context.WithoutCancel(ctx), func(ctx context.Context) error {
-		return lua.CacheRelease.Run(ctx, c.rdb, []string{c.leaseKey(id)}, token, c.channel(), string(kind)+":"+id).Err()
+		_, err := lua.CacheRelease(c.leaseKey(id), token, c.channel(), string(kind)+":"+id).Run(ctx, c.rdb)
+		return err
 	})
 }
 

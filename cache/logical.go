@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"sync"
 	"time"
@@ -16,9 +17,9 @@ import (
 func (c *Cache[V]) refresh(id string, staleAt time.Time, load Loader[V]) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.LoadTimeout)
 	defer cancel()
-	token := newToken()
+	token := rand.Text()
 	seen := binary.BigEndian.AppendUint64(nil, uint64(staleAt.UnixMilli()))
-	res, err := c.lease(ctx, id, token, lua.LeaseIfStale, seen)
+	res, err := c.lease(ctx, id, lua.CacheLeaseIfStale(c.Key(id), c.leaseKey(id), token, c.opts.LeaseTTL, seen), token)
 	if err != nil || res.Outcome != lua.LeaseTaken {
 		return
 	}

@@ -23,6 +23,7 @@ func defaultClient(t testing.TB, addr string) *redis.Client {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { rdb.Close() })
+	testenv.TrackKeys(t, rdb)
 	return rdb
 }
 

@@ -82,7 +82,8 @@ func (p *pendingInvalidations) retryAll() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 		err := p.finish(ctx, job)
 		cancel()
-		if err != nil {
+		if err != nil { // still pending: counted, retried after the next back-off
+			p.stats.invalidationRetryErrors.Inc()
 			continue
 		}
 		p.mu.Lock()

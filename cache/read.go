@@ -149,7 +149,8 @@ func (c *Cache[V]) countHit(e entry) {
 func (c *Cache[V]) dropUndecodable(ctx context.Context, id string, b []byte) {
 	c.stats.decodeErrors.Inc()
 	_ = doErr(c.redis, context.WithoutCancel(ctx), func(ctx context.Context) error {
-		return lua.CacheDrop.Run(ctx, c.rdb, []string{c.Key(id)}, b).Err()
+		_, err := lua.CacheDrop(c.Key(id), b).Run(ctx, c.rdb)
+		return err
 	})
 }
 

@@ -27,6 +27,7 @@ func TestBatchReadsAreOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
 	t.Cleanup(func() { rdb.Close() })
+	testenv.TrackKeys(t, rdb)
 	c := newCacheOn[int](t, rdb, cache.Options{Name: uniqueName("trips")})
 	var ids []string
 	for i := 0; i < 200; i++ {

@@ -61,16 +61,16 @@ func (c *Cache[V]) deleteAs(ctx context.Context, kind byte, ids ...string) error
 		c.l1.invalidate(id)
 	}
 	errs, err := do(c.redis, ctx, func(ctx context.Context) ([]error, error) {
-		cmds := make([]*redis.Cmd, len(ids))
+		calls := make([]*lua.Pending[struct{}], len(ids))
 		_, _ = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, id := range ids {
-				cmds[i] = lua.CacheSet.Eval(ctx, p, []string{c.Key(id), c.leaseKey(id)}, "", 0, c.channel(), string(kind)+":"+id)
+				calls[i] = lua.CacheSet(c.Key(id), c.leaseKey(id), nil, 0, c.channel(), string(kind)+":"+id).QueueEval(ctx, p)
 			}
 			return nil
 		})
 		var errs []error
-		for i, cmd := range cmds {
-			if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+		for i, call := range calls {
+			if _, err := call.Result(); err != nil {
 				errs = append(errs, fmt.Errorf("cache: delete %s: %w", c.Key(ids[i]), err))
 			}
 		}
@@ -85,9 +85,10 @@ func (c *Cache[V]) deleteAs(ctx context.Context, kind byte, ids ...string) error
 // runSet runs the set script for one id: b == nil deletes, px is encode's TTL argument.
 func (c *Cache[V]) runSet(ctx context.Context, id string, b []byte, px int64) error {
 	err := doErr(c.redis, ctx, func(ctx context.Context) error {
-		return lua.CacheSet.Run(ctx, c.rdb, []string{c.Key(id), c.leaseKey(id)}, b, px, c.channel(), "s:"+id).Err()
+		_, err := lua.CacheSet(c.Key(id), c.leaseKey(id), b, px, c.channel(), "s:"+id).Run(ctx, c.rdb)
+		return err
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
 		return c.redisErr(ctx, "set "+c.Key(id), err)
 	}
 	return nil

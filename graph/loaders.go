@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -18,10 +19,18 @@ import (
 // invalid id, @skip).
 const loaderWait = 2 * time.Millisecond
 
-// loaders batch the lookups by id of one operation.
+// loaders batch the lookups by id of one operation. They are made on the operation's first
+// lookup: most operations (a seckill grab, say) make none.
 type loaders struct {
+	once     sync.Once
+	make     func() (*dataloadgen.Loader[int, *ent.Shop], *dataloadgen.Loader[int, *ent.Voucher])
 	shops    *dataloadgen.Loader[int, *ent.Shop]
 	vouchers *dataloadgen.Loader[int, *ent.Voucher]
+}
+
+func (l *loaders) ready() *loaders {
+	l.once.Do(func() { l.shops, l.vouchers = l.make() })
+	return l
 }
 
 type loadersKey struct{}
@@ -32,14 +41,14 @@ type loadersKey struct{}
 // shop(id:), of voucher(id:)) and fetches as soon as they have all asked: gqlgen resolves
 // root fields concurrently, so the aliases cost one fetch, with no timed wait for a single one.
 func (r *Resolver) WithLoaders(ctx context.Context) context.Context {
-	lookups := rootLookups(graphql.GetOperationContext(ctx))
-	options := func(field string) []dataloadgen.Option {
-		return []dataloadgen.Option{dataloadgen.WithWait(loaderWait), dataloadgen.WithBatchCapacity(max(1, len(lookups[field])))}
-	}
-	return context.WithValue(ctx, loadersKey{}, &loaders{
-		shops:    dataloadgen.NewMappedLoader(r.Catalog.Shops, options("shop")...),
-		vouchers: dataloadgen.NewMappedLoader(r.Catalog.Vouchers, options("voucher")...),
-	})
+	op := graphql.GetOperationContext(ctx)
+	return context.WithValue(ctx, loadersKey{}, &loaders{make: func() (*dataloadgen.Loader[int, *ent.Shop], *dataloadgen.Loader[int, *ent.Voucher]) {
+		lookups := rootLookups(op)
+		options := func(field string) []dataloadgen.Option {
+			return []dataloadgen.Option{dataloadgen.WithWait(loaderWait), dataloadgen.WithBatchCapacity(max(1, len(lookups[field])))}
+		}
+		return dataloadgen.NewMappedLoader(r.Catalog.Shops, options("shop")...), dataloadgen.NewMappedLoader(r.Catalog.Vouchers, options("voucher")...)
+	}})
 }
 
 // rootLookups lists, per root field of a query (aliases and fragments included), the distinct
@@ -90,7 +99,7 @@ func loadByID[V any](ctx context.Context, id int, pick func(*loaders) *dataloadg
 	if !ok {
 		return one(ctx, id)
 	}
-	v, err := pick(l).Load(ctx, id)
+	v, err := pick(l.ready()).Load(ctx, id)
 	if errors.Is(err, dataloadgen.ErrNotFound) {
 		var none V
 		return none, nil

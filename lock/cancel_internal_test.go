@@ -2,10 +2,13 @@ package lock
 
 import (
 	"context"
+	"crypto/rand"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/lua"
 
 	"github.com/surgekit/surge/internal/testenv"
 )
@@ -19,27 +22,27 @@ func TestCancelOvertakesAcquire(t *testing.T) {
 		c := New(rdb, Options{})
 		defer c.Close()
 		const lease = 10 * time.Second
-		k := c.keysOf("test:overtaken:" + newToken()[:12])
+		k := c.keysOf("test:overtaken:" + rand.Text()[:12])
 		defer rdb.Del(ctx, k.fence)
 
-		token := newToken()
-		if err := cancelToken(ctx, rdb, k, token); err != nil {
+		token := rand.Text()
+		if _, err := releaseToken(ctx, rdb, k, token, true); err != nil {
 			t.Fatal(err)
 		}
 		g, err := obtainToken(ctx, rdb, k, token, lease)
-		if err != nil || g.taken {
+		if err != nil || g.Taken {
 			t.Fatalf("simple acquisition after its cancel: %+v, %v; want not taken", g, err)
 		}
 		if ttl := rdb.PTTL(ctx, k.tombstone(token)).Val(); ttl <= 0 || ttl > tombstoneTTL {
 			t.Fatalf("tombstone PTTL %v, want at most %v", ttl, tombstoneTTL)
 		}
 
-		holdID := newToken()
-		if err := cancelHold(ctx, rdb, k, holdID); err != nil {
+		holdID := rand.Text()
+		if _, err := releaseHold(ctx, rdb, k, holdID, true); err != nil {
 			t.Fatal(err)
 		}
 		g, err = obtainHold(ctx, rdb, k, "owner", holdID, lease)
-		if err != nil || g.taken {
+		if err != nil || g.Taken {
 			t.Fatalf("reentrant acquisition after its cancel: %+v, %v; want not taken", g, err)
 		}
 		if n := rdb.Exists(ctx, k.lock).Val(); n != 0 {
@@ -47,21 +50,21 @@ func TestCancelOvertakesAcquire(t *testing.T) {
 		}
 
 		// In the usual order the cancel gives back exactly the hold it names.
-		other, mine := newToken(), newToken()
+		other, mine := rand.Text(), rand.Text()
 		for _, id := range []string{other, mine} {
-			if g, err := obtainHold(ctx, rdb, k, "owner", id, lease); err != nil || !g.taken {
+			if g, err := obtainHold(ctx, rdb, k, "owner", id, lease); err != nil || !g.Taken {
 				t.Fatalf("hold %s: %+v, %v", id, g, err)
 			}
 		}
-		if err := cancelHold(ctx, rdb, k, mine); err != nil {
+		if _, err := releaseHold(ctx, rdb, k, mine, true); err != nil {
 			t.Fatal(err)
 		}
 		fields := rdb.HGetAll(ctx, k.lock).Val()
 		if countHolds(fields, "owner") != 1 || fields[other] == "" {
 			t.Fatalf("after cancelling one of two holds: %v", fields)
 		}
-		if n, err := releaseHold(ctx, rdb, k, other); err != nil || n != 0 {
-			t.Fatalf("last hold's release: %d, %v", n, err)
+		if r, err := releaseHold(ctx, rdb, k, other, false); err != nil || r != (lua.HoldRelease{Found: true}) {
+			t.Fatalf("last hold's release: %+v, %v", r, err)
 		}
 		rdb.Del(ctx, k.tombstone(token), k.tombstone(holdID))
 	})

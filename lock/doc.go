@@ -16,7 +16,7 @@
 //	// Work under l.Context(): it is cancelled if the lock is lost. Write with the fence,
 //	// as often as needed; GuardedExec refuses once the lock is no longer Valid:
 //	_, err = l.GuardedExec(l.Context(), db,
-//		"UPDATE stock SET qty = ?, fence = :fence WHERE id = ? AND fence <= :fence", qty, id)
+//		"UPDATE stock SET qty = ?, fence = ? WHERE id = ? AND fence <= ?", qty, lock.FenceArg, id, lock.FenceArg)
 //
 // # Locks
 //
@@ -90,8 +90,8 @@
 // A lock can be lost without its holder noticing in time: a GC pause or a stalled network
 // outlasts the lease and someone else takes it. Every acquisition draws a fencing token,
 // greater than any earlier holder's of the name across all clients. Store it with the data
-// and refuse writes carrying a smaller one: GuardedExec does it for MySQL/MariaDB (fence <=
-// :fence, so the holder may write several times) and returns ErrStaleFence.
+// and refuse writes carrying a smaller one: GuardedExec does it for MySQL/MariaDB (fence <= ?
+// with lock.FenceArg, so the holder may write several times) and returns ErrStaleFence.
 //
 // Tokens are a hybrid logical clock: max(counter + 1, Redis TIME in microseconds), in the
 // acquire script. They track the time they were drawn at, so they keep increasing when Redis

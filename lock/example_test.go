@@ -4,68 +4,103 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
+	_ "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/lock"
 )
 
 // The common case: one lock, waited for at most 2 s, the protected write guarded by the
-// fencing token. (Examples without output are compiled, not run.)
+// fencing token. Needs Redis on 127.0.0.1:6379 and a MySQL/MariaDB database.
 func ExampleClient_Obtain() {
 	ctx := context.Background()
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:6379"}})
-	var db *sql.DB // MySQL/MariaDB; the row has a fence column
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	db, err := sql.Open("mysql", "surge:surge@tcp(127.0.0.1:3306)/surge_test")
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	// The row keeps the fence of its last writer.
+	mustExec(db, "CREATE TABLE IF NOT EXISTS example_voucher (id BIGINT PRIMARY KEY, stock INT NOT NULL, fence BIGINT NOT NULL DEFAULT 0)")
+	defer mustExec(db, "DROP TABLE example_voucher")
+	mustExec(db, "REPLACE INTO example_voucher (id, stock) VALUES (42, 100)")
+
 	locks := lock.New(rdb, lock.Options{})
 	defer locks.Close()
-
-	l, err := locks.Obtain(ctx, "voucher:42", lock.LockOptions{Wait: 2 * time.Second})
+	l, err := locks.Obtain(ctx, "example:voucher:42", lock.LockOptions{Wait: 2 * time.Second})
 	if errors.Is(err, lock.ErrNotObtained) {
-		return // busy: someone else held it for 2 s
+		fmt.Println("busy: someone else held it for 2 s")
+		return
 	}
 	if err != nil {
-		return
+		panic(err)
 	}
 	defer l.Release(ctx)
 	// l.Context() ends if the watchdog finds the lock lost; GuardedExec refuses to write once
-	// the lease has run out, and a late write is refused by the fence anyway.
+	// the lease has run out, and a late write is refused by the fence anyway. The holder may
+	// write as often as it needs.
 	_, err = l.GuardedExec(l.Context(), db,
-		"UPDATE voucher SET stock = stock - 1, fence = :fence WHERE id = ? AND fence <= :fence", 42)
+		"UPDATE example_voucher SET stock = stock - 1, fence = ? WHERE id = ? AND fence <= ?", lock.FenceArg, 42, lock.FenceArg)
 	if errors.Is(err, lock.ErrStaleFence) || errors.Is(err, lock.ErrLockLost) {
-		return // a newer holder wrote first, or may have: this one had lost the lock
+		fmt.Println("lost the lock: a newer holder wrote first, or may have")
+		return
+	}
+	var stock int
+	if err := db.QueryRowContext(ctx, "SELECT stock FROM example_voucher WHERE id = 42").Scan(&stock); err != nil {
+		panic(err)
+	}
+	fmt.Println("stock", stock, err)
+	// Output: stock 99 <nil>
+}
+
+func mustExec(db *sql.DB, query string) {
+	if _, err := db.Exec(query); err != nil {
+		panic(err)
 	}
 }
 
 // Reentrancy by owner: the owner is the unit of work in the context, not a goroutine.
 func ExampleReentrant() {
 	ctx := lock.WithOwner(context.Background(), "order-7781")
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:6379"}})
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
 	locks := lock.New(rdb, lock.Options{})
 	defer locks.Close()
-	account := locks.NewReentrant("account:9", lock.LockOptions{})
+	account := locks.NewReentrant("example:account:9", lock.LockOptions{})
 
 	outer, err := account.Lock(ctx)
 	if err != nil {
-		return
+		panic(err)
 	}
-	defer outer.Release(ctx)
 	inner, err := account.TryLock(ctx, 0) // same owner: re-enters at once, same fence
 	if err != nil {
-		return
+		panic(err)
 	}
-	defer inner.Release(ctx)
+	fmt.Println("re-entered, same fence:", inner.Fence() == outer.Fence())
+	fmt.Println(inner.Release(ctx), outer.Release(ctx))
+	// Output:
+	// re-entered, same fence: true
+	// <nil> <nil>
 }
 
-// All or nothing over several names, in any Cluster slots.
+// All or nothing over several names, in any Cluster slots (here the local test Cluster).
 func ExampleClient_ObtainMulti() {
 	ctx := context.Background()
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:7101", "127.0.0.1:7102"}})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:7101", "127.0.0.1:7102"}})
+	defer rdb.Close()
 	locks := lock.New(rdb, lock.Options{})
 	defer locks.Close()
-	l, err := locks.ObtainMulti(ctx, []string{"account:1", "account:2"}, lock.LockOptions{Wait: time.Second})
+	l, err := locks.ObtainMulti(ctx, []string{"example:account:1", "example:account:2"}, lock.LockOptions{Wait: time.Second})
 	if err != nil {
-		return
+		panic(err)
 	}
-	defer l.Release(ctx)
+	fmt.Println("both held:", l.Valid())
+	fmt.Println(l.Release(ctx))
+	// Output:
+	// both held: true
+	// <nil>
 }

@@ -3,8 +3,8 @@ package lock
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
-	"strings"
 )
 
 // Execer runs a statement: *sql.DB, *sql.Tx and *sql.Conn are Execers.
@@ -12,17 +12,25 @@ type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
+// FenceArg stands for the fencing token among GuardedExec's arguments: pass it wherever the
+// statement takes the token, as an ordinary ? argument. The query is never rewritten, so no
+// SQL is parsed and quoting cannot go wrong.
+var FenceArg fenceArg
+
+type fenceArg struct{}
+
 // GuardedExec runs a write guarded by a fencing token (Lock.Fence) and returns ErrStaleFence
 // when it changed no row. The row keeps the token of its last writer in a column; the
 // statement writes only if its token is not smaller, and stores it:
 //
-//	UPDATE stock SET qty = ?, fence = :fence WHERE id = ? AND fence <= :fence
+//	GuardedExec(ctx, db, "UPDATE stock SET qty = ?, fence = ? WHERE id = ? AND fence <= ?",
+//		fence, qty, lock.FenceArg, id, lock.FenceArg)
 //
-// Every :fence in query is bound to fence (as a ? parameter, in place); the ? placeholders
-// take args in order. A holder that lost its lock without noticing (a long GC pause, a stalled
-// network, a Redis that lost its data) and writes late carries a smaller token than the
-// holder after it, so its write is refused instead of overwriting newer work; the holder of
-// the greatest token may write as often as it likes (<=, not <).
+// Every FenceArg in args is replaced by fence; at least one is required. A holder that lost
+// its lock without noticing (a long GC pause, a stalled network, a Redis that lost its data)
+// and writes late carries a smaller token than the holder after it, so its write is refused
+// instead of overwriting newer work; the holder of the greatest token may write as often as
+// it likes (<=, not <).
 //
 // MySQL/MariaDB report changed rows, not matched ones, by default: a write that sets every
 // column to the value it already has reports 0 rows and is refused as stale although it
@@ -31,11 +39,11 @@ type Execer interface {
 //
 // Prefer Lock.GuardedExec, which also refuses to write once the lock is no longer valid.
 func GuardedExec(ctx context.Context, db Execer, query string, fence int64, args ...any) (sql.Result, error) {
-	q, bound, err := bindFence(query, fence, args)
+	bound, err := bindFence(fence, args)
 	if err != nil {
 		return nil, err
 	}
-	res, err := db.ExecContext(ctx, q, bound...)
+	res, err := db.ExecContext(ctx, query, bound...)
 	if err != nil {
 		return nil, err
 	}
@@ -67,55 +75,19 @@ func (l *Lock) GuardedExec(ctx context.Context, db Execer, query string, args ..
 	return GuardedExec(ctx, db, query, l.Fence(), args...)
 }
 
-// bindFence turns every :fence into ? bound to fence and interleaves it with args, skipping
-// quoted strings and identifiers.
-func bindFence(query string, fence int64, args []any) (string, []any, error) {
-	const marker = ":fence"
-	var b strings.Builder
-	bound := make([]any, 0, len(args)+2)
-	next, fences := 0, 0
-	var quote byte
-	for i := 0; i < len(query); i++ {
-		ch := query[i]
-		switch {
-		case quote != 0:
-			if ch == '\\' && quote != '`' && i+1 < len(query) {
-				b.WriteByte(ch)
-				i++
-				ch = query[i]
-			} else if ch == quote {
-				quote = 0
-			}
-		case ch == '\'' || ch == '"' || ch == '`':
-			quote = ch
-		case ch == '?':
-			if next >= len(args) {
-				return "", nil, fmt.Errorf("lock: GuardedExec: more ? than args (%d)", len(args))
-			}
-			bound = append(bound, args[next])
-			next++
-		case strings.HasPrefix(query[i:], marker) && !isIdent(query, i+len(marker)):
-			b.WriteByte('?')
-			bound = append(bound, fence)
+// bindFence is args with every FenceArg replaced by fence.
+func bindFence(fence int64, args []any) ([]any, error) {
+	bound := make([]any, len(args))
+	fences := 0
+	for i, a := range args {
+		if _, ok := a.(fenceArg); ok {
+			a = fence
 			fences++
-			i += len(marker) - 1
-			continue
 		}
-		b.WriteByte(ch)
-	}
-	if next != len(args) {
-		return "", nil, fmt.Errorf("lock: GuardedExec: %d args for %d ? placeholders", len(args), next)
+		bound[i] = a
 	}
 	if fences == 0 {
-		return "", nil, fmt.Errorf("lock: GuardedExec: query has no :fence")
+		return nil, errors.New("lock: GuardedExec: no lock.FenceArg among the arguments: the write would not be guarded")
 	}
-	return b.String(), bound, nil
-}
-
-func isIdent(s string, i int) bool {
-	if i >= len(s) {
-		return false
-	}
-	c := s[i]
-	return c == '_' || c == '$' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+	return bound, nil
 }

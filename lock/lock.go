@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -140,12 +139,6 @@ func checkName(name string) error {
 	return nil
 }
 
-func newToken() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func ms(d time.Duration) int64 {
 	if n := d.Milliseconds(); n > 0 {
 		return n
@@ -172,7 +165,7 @@ func (c *Client) Obtain(ctx context.Context, name string, o LockOptions) (*Lock,
 	if c.reg.isClosed() {
 		return nil, ErrClosed
 	}
-	token := newToken()
+	token := rand.Text()
 	k := c.keysOf(name)
 	ttl := c.leaseOf(o)
 	var fence int64
@@ -183,8 +176,8 @@ func (c *Client) Obtain(ctx context.Context, name string, o LockOptions) (*Lock,
 		if err != nil {
 			return false, 0, fmt.Errorf("lock: obtain %s: %w", k.lock, err)
 		}
-		fence = g.fence
-		return g.taken, g.retryIn, nil
+		fence = g.Fence
+		return g.Taken, g.RetryIn, nil
 	}
 	if err := await(ctx, o.Wait, []watch{{c.subs, k.channel}}, c.reg.closed, attempt); err != nil {
 		return nil, err
@@ -202,7 +195,7 @@ func (c *Client) Obtain(ctx context.Context, name string, o LockOptions) (*Lock,
 	})
 	l.ctx = l.lease.ctx
 	l.release = func(ctx context.Context) error {
-		held, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (bool, error) { return releaseToken(ctx, c.rdb, k, token) })
+		held, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (bool, error) { return releaseToken(ctx, c.rdb, k, token, false) })
 		if err != nil {
 			return fmt.Errorf("lock: release %s: %w", k.lock, err)
 		}

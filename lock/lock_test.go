@@ -104,17 +104,18 @@ func TestExplicitLeaseAndMaxHold(t *testing.T) {
 		// An explicit lease: no watchdog; the Context ends when it runs out, Extend pushes it.
 		name := uniq("lease")
 		start := time.Now()
-		l, err := c.Obtain(ctx, name, lock.LockOptions{Lease: 400 * time.Millisecond})
+		// A lease well above the 200 ms pause: a loaded machine may stretch the pause.
+		l, err := c.Obtain(ctx, name, lock.LockOptions{Lease: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(200 * time.Millisecond)
-		if err := l.Extend(ctx, 400*time.Millisecond); err != nil {
+		if err := l.Extend(ctx, time.Second); err != nil {
 			t.Fatal(err)
 		}
-		<-l.Done()
-		if el := time.Since(start); el < 550*time.Millisecond || el > 2*time.Second {
-			t.Fatalf("extended lease ended after %v, want about 600 ms", el)
+		waitDone(t, l, 5*time.Second)
+		if el := time.Since(start); el < 1150*time.Millisecond || el > 4*time.Second {
+			t.Fatalf("extended lease ended after %v, want about 1.2 s", el)
 		}
 		if cause := context.Cause(l.Context()); !errors.Is(cause, lock.ErrLockLost) {
 			t.Fatalf("cause %v", cause)
@@ -133,7 +134,7 @@ func TestExplicitLeaseAndMaxHold(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		<-l.Done()
+		waitDone(t, l, 5*time.Second)
 		if el := time.Since(start); el < 650*time.Millisecond || el > 2*time.Second {
 			t.Fatalf("MaxHold lock ended after %v, want about 700 ms", el)
 		}
@@ -345,4 +346,14 @@ func TestWakeLatency(t *testing.T) {
 			t.Fatalf("a handover took %v: the waiter sat out the lease instead of being woken", worst)
 		}
 	})
+}
+
+// waitDone waits for l's Context to end, failing the test after limit rather than hanging it.
+func waitDone(t *testing.T, l *lock.Lock, limit time.Duration) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-time.After(limit):
+		t.Fatalf("lock's Context still live after %v", limit)
+	}
 }

@@ -109,7 +109,7 @@ func TestFenceGuardsAcrossRestart(t *testing.T) {
 		t.Errorf("B's fence %d after the restart is not above A's %d", b.Fence(), a.Fence())
 	}
 	for n := int64(10); n <= 12; n++ { // one holder writes several times
-		if _, err := lock.GuardedExec(ctx, db, guardedIncrement, b.Fence(), n); err != nil {
+		if _, err := lock.GuardedExec(ctx, db, guardedIncrement, b.Fence(), n, lock.FenceArg, lock.FenceArg); err != nil {
 			t.Fatalf("B's write %d: %v", n, err)
 		}
 	}
@@ -119,7 +119,7 @@ func TestFenceGuardsAcrossRestart(t *testing.T) {
 	if !a.Valid() {
 		t.Fatal("A's lease ran out: the fence is not what refuses its write")
 	}
-	if _, err := a.GuardedExec(ctx, db, guardedIncrement, 99); !errors.Is(err, lock.ErrStaleFence) {
+	if _, err := a.GuardedExec(ctx, db, guardedIncrement, 99, lock.FenceArg, lock.FenceArg); !errors.Is(err, lock.ErrStaleFence) {
 		t.Errorf("A's late write after B's: %v, want ErrStaleFence", err)
 	}
 	var n int64

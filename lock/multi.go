@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"time"
@@ -93,18 +94,12 @@ type result[T any] struct {
 // tryAll tries every name in one pipeline. It returns the fences if all were taken; if not,
 // it gives back those it took and returns nil.
 func (m *multi) tryAll(ctx context.Context, ttl time.Duration) ([]int64, error) {
-	m.token = newToken()
+	m.token = rand.Text()
 	token := m.token
 	obtainAll := func(ctx context.Context) ([]result[grant], error) {
-		cmds := runAll(ctx, m.c.rdb, lua.LockObtain, func(i int) ([]string, []any) {
-			k := m.keys[i]
-			return []string{k.lock, k.fence, k.tombstone(token)}, []any{token, ms(ttl), ms(fenceTTL(ttl))}
-		}, len(m.keys))
-		res := make([]result[grant], len(cmds))
-		for i, cmd := range cmds {
-			res[i].v, res[i].err = parseGrant(cmd.Int64Slice())
-		}
-		return res, nil
+		return runAll(ctx, m.c.rdb, func(i int) lua.Call[grant] {
+			return lua.LockObtain(m.keys[i].acquisition(token), token, ttl, fenceTTL(ttl))
+		}, len(m.keys)), nil
 	}
 	res, err := redisctx.DoThen(ctx, m.c.rdb, obtainAll, func(res []result[grant], _ error) {
 		m.c.cancelLater(token, m.uncertain(res)...)
@@ -119,8 +114,8 @@ func (m *multi) tryAll(ctx context.Context, ttl time.Duration) ([]int64, error) 
 		switch {
 		case r.err != nil && firstErr == nil:
 			firstErr = fmt.Errorf("lock: obtain %s: %w", m.keys[i].lock, r.err)
-		case r.v.taken:
-			fences[i] = r.v.fence
+		case r.v.Taken:
+			fences[i] = r.v.Fence
 			taken++
 		}
 	}
@@ -135,7 +130,7 @@ func (m *multi) tryAll(ctx context.Context, ttl time.Duration) ([]int64, error) 
 func (m *multi) uncertain(res []result[grant]) []string {
 	var names []string
 	for i, r := range res {
-		if r.err != nil || r.v.taken {
+		if r.err != nil || r.v.Taken {
 			names = append(names, m.names[i])
 		}
 	}
@@ -147,7 +142,7 @@ func (m *multi) uncertain(res []result[grant]) []string {
 // and if one was lost the whole acquisition starts over.
 func (m *multi) inOrder(ctx context.Context, ttl, wait time.Duration, deadline time.Time) ([]int64, time.Time, error) {
 	for {
-		m.token = newToken()
+		m.token = rand.Text()
 		token := m.token
 		fences := make([]int64, len(m.names))
 		var start time.Time
@@ -158,11 +153,11 @@ func (m *multi) inOrder(ctx context.Context, ttl, wait time.Duration, deadline t
 				if err != nil {
 					return false, 0, fmt.Errorf("lock: obtain %s: %w", k.lock, err)
 				}
-				if g.taken && i == 0 {
+				if g.Taken && i == 0 {
 					start = t
 				}
-				fences[i] = g.fence
-				return g.taken, g.retryIn, nil
+				fences[i] = g.Fence
+				return g.Taken, g.RetryIn, nil
 			}
 			w := wait // < 0: as long as ctx
 			if wait > 0 {
@@ -190,7 +185,7 @@ func (m *multi) inOrder(ctx context.Context, ttl, wait time.Duration, deadline t
 
 // extend renews every name; an ErrLockLost if any is no longer held.
 func (m *multi) extend(ctx context.Context, ttl time.Duration) error {
-	held, err := m.runEach(ctx, lua.LockExtend, func(k keys) []any { return []any{m.token, ms(ttl)} })
+	held, err := m.runEach(ctx, func(k keys) lua.Call[bool] { return lua.LockExtend(k.lock, m.token, ttl) })
 	if err != nil {
 		return fmt.Errorf("lock: extend %s: %w", m.keys[0].lock, err)
 	}
@@ -198,7 +193,7 @@ func (m *multi) extend(ctx context.Context, ttl time.Duration) error {
 		if r.err != nil {
 			return fmt.Errorf("lock: extend %s: %w", m.keys[i].lock, r.err)
 		}
-		if r.v == 0 {
+		if !r.v {
 			return lost("%s is no longer held by this handle", m.keys[i].lock)
 		}
 	}
@@ -207,7 +202,7 @@ func (m *multi) extend(ctx context.Context, ttl time.Duration) error {
 
 // release gives back every name (all of them, even when one was lost).
 func (m *multi) release(ctx context.Context) error {
-	released, err := m.runEach(ctx, lua.LockRelease, func(k keys) []any { return []any{m.token, k.channel} })
+	released, err := m.runEach(ctx, func(k keys) lua.Call[bool] { return lua.LockRelease(k.lock, m.token, k.channel, nil) })
 	if err != nil {
 		return fmt.Errorf("lock: release %s: %w", m.keys[0].lock, err)
 	}
@@ -217,54 +212,48 @@ func (m *multi) release(ctx context.Context) error {
 		}
 	}
 	for i, r := range released {
-		if r.v == 0 {
+		if !r.v {
 			return lost("%s was no longer held by this handle", m.keys[i].lock)
 		}
 	}
 	return nil
 }
 
-// runEach runs a script on each name's lock key in one pipeline, through redisctx: an
-// integer reply per name.
-func (m *multi) runEach(ctx context.Context, s *redis.Script, args func(k keys) []any) ([]result[int64], error) {
-	return redisctx.Do(ctx, m.c.rdb, func(ctx context.Context) ([]result[int64], error) {
-		cmds := runAll(ctx, m.c.rdb, s, func(i int) ([]string, []any) {
-			return []string{m.keys[i].lock}, args(m.keys[i])
-		}, len(m.keys))
-		res := make([]result[int64], len(cmds))
-		for i, cmd := range cmds {
-			res[i].v, res[i].err = cmd.Int64()
-		}
-		return res, nil
+// runEach runs the call that call builds for each name in one pipeline, through redisctx.
+func (m *multi) runEach(ctx context.Context, call func(k keys) lua.Call[bool]) ([]result[bool], error) {
+	return redisctx.Do(ctx, m.c.rdb, func(ctx context.Context) ([]result[bool], error) {
+		return runAll(ctx, m.c.rdb, func(i int) lua.Call[bool] { return call(m.keys[i]) }, len(m.keys)), nil
 	})
 }
 
-// runAll runs script n times in one pipeline (on a Cluster, go-redis splits it by node),
-// call i with the keys and args that call(i) returns. EVALSHA first; calls that met NOSCRIPT
-// (a Redis that has not seen the script: it did not run) are sent again with EVAL.
-func runAll(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, call func(i int) ([]string, []any), n int) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, n)
+// runAll runs the calls call(0..n-1) in one pipeline (on a Cluster, go-redis splits it by
+// node). EVALSHA first; calls that met NOSCRIPT (a Redis that has not seen the script: it
+// did not run) are sent again with EVAL.
+func runAll[T any](ctx context.Context, rdb redis.UniversalClient, call func(i int) lua.Call[T], n int) []result[T] {
+	pending := make([]*lua.Pending[T], n)
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range n {
-			keys, args := call(i)
-			cmds[i] = s.EvalSha(ctx, p, keys, args...)
+			pending[i] = call(i).Queue(ctx, p)
 		}
 		return nil
 	})
 	var redo []int
-	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	for i, c := range pending {
+		if c.NoScript() {
 			redo = append(redo, i)
 		}
 	}
 	if len(redo) > 0 {
 		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range redo {
-				keys, args := call(i)
-				cmds[i] = s.Eval(ctx, p, keys, args...)
+				pending[i] = pending[i].Call().QueueEval(ctx, p)
 			}
 			return nil
 		})
 	}
-	return cmds
+	res := make([]result[T], n)
+	for i, c := range pending {
+		res[i].v, res[i].err = c.Result()
+	}
+	return res
 }

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -154,12 +155,12 @@ func (r *Redlock) Obtain(ctx context.Context, name string, o LockOptions) (*Lock
 	attempt := func(ctx context.Context) (bool, time.Duration, error) {
 		// A fresh token per attempt: the background cancel of a failed attempt must not
 		// release what a later one took.
-		tok := newToken()
+		tok := rand.Text()
 		start = time.Now()
 		grants := eachNode(ctx, r, timeout, r.all(), func(ctx context.Context, c *Client) (grant, error) {
 			return obtainToken(ctx, c.rdb, k, tok, ttl)
 		}, func(i int, g grant, err error) { // answered after its timeout: not counted
-			if err != nil || g.taken {
+			if err != nil || g.Taken {
 				r.nodes[i].cancelLater(tok, name)
 			}
 		})
@@ -170,11 +171,11 @@ func (r *Redlock) Obtain(ctx context.Context, name string, o LockOptions) (*Lock
 			switch g := res.v; {
 			case res.err != nil:
 				lastErr = fmt.Errorf("lock: redlock node %d: %w", i, res.err)
-			case g.taken:
+			case g.Taken:
 				got = append(got, i)
-				best = max(best, g.fence)
-			case g.retryIn >= 0 && (retryIn < 0 || g.retryIn < retryIn):
-				retryIn = g.retryIn
+				best = max(best, g.Fence)
+			case g.RetryIn >= 0 && (retryIn < 0 || g.RetryIn < retryIn):
+				retryIn = g.RetryIn
 			}
 		}
 		if len(got) >= r.opts.Quorum {
@@ -259,7 +260,7 @@ func (r *Redlock) releaseAll(ctx context.Context, k keys, token string, timeout 
 	released := 0
 	var firstErr error
 	for i, res := range eachNode(ctx, r, timeout, r.all(), func(ctx context.Context, c *Client) (bool, error) {
-		return releaseToken(ctx, c.rdb, k, token)
+		return releaseToken(ctx, c.rdb, k, token, false)
 	}, nil) {
 		if res.err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("lock: redlock release on node %d: %w", i, res.err)

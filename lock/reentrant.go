@@ -2,12 +2,14 @@ package lock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/surgekit/surge/lua"
 	"github.com/surgekit/surge/redisctx"
 )
 
@@ -102,12 +104,12 @@ func (r *Reentrant) obtain(ctx context.Context, o LockOptions) (*Lock, error) {
 	}
 	owner, ok := OwnerOf(ctx)
 	if !ok {
-		owner = newToken()
+		owner = rand.Text()
 		ctx = WithOwner(ctx, owner)
 	}
 	k := c.keysOf(r.name)
 	ttl := c.leaseOf(o)
-	holdID := newToken()
+	holdID := rand.Text()
 	var g grant
 	var start time.Time
 	attempt := func(ctx context.Context) (bool, time.Duration, error) {
@@ -115,18 +117,18 @@ func (r *Reentrant) obtain(ctx context.Context, o LockOptions) (*Lock, error) {
 		var err error
 		g, err = c.acquire(ctx,
 			func(ctx context.Context) (grant, error) { return obtainHold(ctx, c.rdb, k, owner, holdID, ttl) },
-			func(ctx context.Context) error { return cancelHold(ctx, c.rdb, k, holdID) })
+			func(ctx context.Context) error { _, err := releaseHold(ctx, c.rdb, k, holdID, true); return err })
 		if err != nil {
 			return false, 0, fmt.Errorf("lock: obtain %s: %w", k.lock, err)
 		}
-		return g.taken, g.retryIn, nil
+		return g.Taken, g.RetryIn, nil
 	}
 	if err := await(ctx, o.Wait, []watch{{c.subs, k.channel}}, c.reg.closed, attempt); err != nil {
 		return nil, err
 	}
 	// Other goroutines of this owner waiting here can re-enter now.
 	c.subs.wakeOwner(k.channel, owner)
-	return c.addHandle(ctx, r.name, owner, holdID, g.fence, start, ttl, o), nil
+	return c.addHandle(ctx, r.name, owner, holdID, g.Fence, start, ttl, o), nil
 }
 
 // addHandle makes the handle of a hold just taken (by a request sent at start): it joins the
@@ -197,11 +199,11 @@ func (c *Client) releaseHandle(ctx context.Context, h *hold, l *Lock, holdID str
 		h.lease.end(nil)
 	}
 	k := c.keysOf(h.key.name)
-	n, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (int64, error) { return releaseHold(ctx, c.rdb, k, holdID) })
+	r, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (lua.HoldRelease, error) { return releaseHold(ctx, c.rdb, k, holdID, false) })
 	if err != nil {
 		return fmt.Errorf("lock: release %s: %w", k.lock, err)
 	}
-	if n == holdGone {
+	if !r.Found {
 		return lost("%s no longer has this hold of owner %q", k.lock, h.key.owner)
 	}
 	return nil

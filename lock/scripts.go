@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,87 +39,63 @@ func (c *Client) keysOf(name string) keys {
 func (k keys) tombstone(token string) string { return k.lock + ":void:" + token }
 
 // grant is the reply of an acquire script.
-type grant struct {
-	taken   bool
-	fence   int64
-	holds   int64         // reentrant: the owner's holds, this one included
-	retryIn time.Duration // not taken: the holder's remaining lease (< 0: unknown)
-}
-
-func parseGrant(res []int64, err error) (grant, error) {
-	if err != nil {
-		return grant{}, err
-	}
-	if len(res) < 2 {
-		return grant{}, fmt.Errorf("lock: malformed acquire reply %v", res)
-	}
-	if res[0] != 1 {
-		return grant{retryIn: time.Duration(res[1]) * time.Millisecond}, nil
-	}
-	g := grant{taken: true, fence: res[1], holds: 1}
-	if len(res) > 2 {
-		g.holds = res[2]
-	}
-	return g, nil
-}
+type grant = lua.Grant
 
 func fenceTTL(lease time.Duration) time.Duration { return lease + fenceCounterMargin }
 
+// acquisition is the keys of the acquisition with this token (or hold id).
+func (k keys) acquisition(token string) lua.LockKeys {
+	return lua.LockKeys{Lock: k.lock, Fence: k.fence, Tombstone: k.tombstone(token)}
+}
+
+// cancel is, if asked, what cancels the acquisition with this token (or hold id).
+func (k keys) cancel(asked bool, token string) *lua.Cancel {
+	if !asked {
+		return nil
+	}
+	return &lua.Cancel{Tombstone: k.tombstone(token), TTL: tombstoneTTL}
+}
+
 // obtainToken runs lock_obtain.lua: SET NX PX plus the next fencing token.
 func obtainToken(ctx context.Context, rdb redis.UniversalClient, k keys, token string, lease time.Duration) (grant, error) {
-	return parseGrant(lua.LockObtain.Run(ctx, rdb, []string{k.lock, k.fence, k.tombstone(token)},
-		token, ms(lease), ms(fenceTTL(lease))).Int64Slice())
+	return lua.LockObtain(k.acquisition(token), token, lease, fenceTTL(lease)).Run(ctx, rdb)
 }
 
 // releaseToken runs lock_release.lua: whether the token held the lock (and released it).
-func releaseToken(ctx context.Context, rdb redis.UniversalClient, k keys, token string) (bool, error) {
-	n, err := lua.LockRelease.Run(ctx, rdb, []string{k.lock}, token, k.channel).Int()
-	return n == 1, err
-}
-
-// cancelToken releases the lock if token holds it, and otherwise leaves a tombstone that
-// makes the acquisition with token fail if it has not run yet.
-func cancelToken(ctx context.Context, rdb redis.UniversalClient, k keys, token string) error {
-	return lua.LockRelease.Run(ctx, rdb, []string{k.lock, k.tombstone(token)}, token, k.channel, ms(tombstoneTTL)).Err()
+// With cancel, a token that did not hold it leaves a tombstone that makes its acquisition
+// fail if that has not run yet.
+func releaseToken(ctx context.Context, rdb redis.UniversalClient, k keys, token string, cancel bool) (bool, error) {
+	return lua.LockRelease(k.lock, token, k.channel, k.cancel(cancel, token)).Run(ctx, rdb)
 }
 
 // extendToken runs lock_extend.lua: whether the token still held the lock.
 func extendToken(ctx context.Context, rdb redis.UniversalClient, k keys, token string, ttl time.Duration) (bool, error) {
-	n, err := lua.LockExtend.Run(ctx, rdb, []string{k.lock}, token, ms(ttl)).Int()
-	return n == 1, err
+	return lua.LockExtend(k.lock, token, ttl).Run(ctx, rdb)
 }
 
 // obtainHold runs lock_reentrant_obtain.lua: takes the reentrant lock for owner, or adds the
 // hold holdID if owner holds it already.
 func obtainHold(ctx context.Context, rdb redis.UniversalClient, k keys, owner, holdID string, lease time.Duration) (grant, error) {
-	return parseGrant(lua.LockReentrantObtain.Run(ctx, rdb, []string{k.lock, k.fence, k.tombstone(holdID)},
-		owner, holdID, ms(lease), ms(fenceTTL(lease))).Int64Slice())
+	return lua.LockReentrantObtain(k.acquisition(holdID), owner, holdID, lease, fenceTTL(lease)).Run(ctx, rdb)
 }
 
-// holdGone is releaseHold's answer when the hold was not there.
-const holdGone = -1
-
-// releaseHold runs lock_reentrant_release.lua: the holds left, or holdGone.
-func releaseHold(ctx context.Context, rdb redis.UniversalClient, k keys, holdID string) (int64, error) {
-	return lua.LockReentrantRelease.Run(ctx, rdb, []string{k.lock}, holdID, k.channel).Int64()
-}
-
-// cancelHold gives back the hold holdID if it is there, and otherwise leaves a tombstone that
-// makes the acquisition of holdID fail if it has not run yet.
-func cancelHold(ctx context.Context, rdb redis.UniversalClient, k keys, holdID string) error {
-	return lua.LockReentrantRelease.Run(ctx, rdb, []string{k.lock, k.tombstone(holdID)}, holdID, k.channel, ms(tombstoneTTL)).Err()
+// releaseHold runs lock_reentrant_release.lua: gives back the hold holdID. With cancel, a
+// hold that is not there leaves a tombstone that makes its acquisition fail if that has not
+// run yet.
+func releaseHold(ctx context.Context, rdb redis.UniversalClient, k keys, holdID string, cancel bool) (lua.HoldRelease, error) {
+	return lua.LockReentrantRelease(k.lock, holdID, k.channel, k.cancel(cancel, holdID)).Run(ctx, rdb)
 }
 
 // extendOwner runs lock_reentrant_extend.lua: whether owner holds the lock (its lease now at
 // least ttl).
 func extendOwner(ctx context.Context, rdb redis.UniversalClient, k keys, owner string, ttl time.Duration) (bool, error) {
-	n, err := lua.LockReentrantExtend.Run(ctx, rdb, []string{k.lock}, owner, ms(ttl)).Int()
-	return n == 1, err
+	return lua.LockReentrantExtend(k.lock, owner, ttl).Run(ctx, rdb)
 }
 
 // raiseFence runs lock_fence_floor.lua.
 func raiseFence(ctx context.Context, rdb redis.UniversalClient, k keys, floor int64, lease time.Duration) error {
-	return lua.LockFenceFloor.Run(ctx, rdb, []string{k.fence}, floor, ms(fenceTTL(lease))).Err()
+	_, err := lua.LockFenceFloor(k.fence, floor, fenceTTL(lease)).Run(ctx, rdb)
+	return err
 }
 
 // Reserved fields of a reentrant lock's hash; every other field is a hold id.

@@ -64,7 +64,7 @@ func (b *cleanups) close() {
 func (c *Client) acquire(ctx context.Context, obtain func(context.Context) (grant, error), cancel func(context.Context) error) (grant, error) {
 	undo := func(ctx context.Context) { _ = redisctx.Err(ctx, c.rdb, cancel) }
 	g, err := redisctx.DoThen(ctx, c.rdb, obtain, func(g grant, err error) {
-		if err != nil || g.taken {
+		if err != nil || g.Taken {
 			c.bg.run(undo)
 		}
 	})
@@ -78,7 +78,7 @@ func (c *Client) acquire(ctx context.Context, obtain func(context.Context) (gran
 func (c *Client) acquireToken(ctx context.Context, k keys, token string, lease time.Duration) (grant, error) {
 	return c.acquire(ctx,
 		func(ctx context.Context) (grant, error) { return obtainToken(ctx, c.rdb, k, token, lease) },
-		func(ctx context.Context) error { return cancelToken(ctx, c.rdb, k, token) })
+		func(ctx context.Context) error { _, err := releaseToken(ctx, c.rdb, k, token, true); return err })
 }
 
 // cancelLater cancels the acquisitions of token on names in the background.
@@ -86,7 +86,7 @@ func (c *Client) cancelLater(token string, names ...string) {
 	for _, name := range names {
 		k := c.keysOf(name)
 		c.bg.run(func(ctx context.Context) {
-			_ = redisctx.Err(ctx, c.rdb, func(ctx context.Context) error { return cancelToken(ctx, c.rdb, k, token) })
+			_ = redisctx.Err(ctx, c.rdb, func(ctx context.Context) error { _, err := releaseToken(ctx, c.rdb, k, token, true); return err })
 		})
 	}
 }

@@ -2,12 +2,9 @@ package lua
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
-
-var idgenNext = load("idgen_next.lua")
 
 // IDReservation is what ReserveIDs answers.
 type IDReservation struct {
@@ -22,19 +19,20 @@ type IDReservation struct {
 	Expired bool
 }
 
+var idgenNext = newScript(func(reply any) (IDReservation, bool) {
+	r, ok := ints(reply, 3)
+	switch {
+	case !ok:
+		return IDReservation{}, false
+	case r[0] == -1:
+		return IDReservation{Expired: true}, true
+	}
+	return IDReservation{Last: r[0], Since: r[1], Fenced: r[2] == 1}, r[0] >= 0 && r[1] > 0 && isFlag(r[2])
+}, "idgen_next.lua")
+
 // ReserveIDs reserves the next n numbers (0: none, only the floor) of the id counter key
 // (idgen_next.lua): expireAt is the key's expiry (Unix seconds), floor a number known to be
 // issued, fence the seconds Since moves ahead of Redis's clock after a possible loss.
 func ReserveIDs(ctx context.Context, rdb redis.Scripter, key string, n, expireAt, floor, fence int64) (IDReservation, error) {
-	r, err := idgenNext.Run(ctx, rdb, []string{key}, n, expireAt, floor, fence).Int64Slice()
-	if err != nil {
-		return IDReservation{}, err
-	}
-	if len(r) != 3 {
-		return IDReservation{}, fmt.Errorf("lua: idgen_next.lua answered %v, want 3 integers", r)
-	}
-	if r[0] == -1 {
-		return IDReservation{Expired: true}, nil
-	}
-	return IDReservation{Last: r[0], Since: r[1], Fenced: r[2] == 1}, nil
+	return idgenNext.call([]string{key}, n, expireAt, floor, fence).Run(ctx, rdb)
 }

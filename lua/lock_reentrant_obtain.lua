@@ -1,6 +1,6 @@
 -- Takes a reentrant lock, or enters it once more if the caller's owner already holds it.
 -- The lock is a hash {owner -> owner id, fence -> fencing token, <hold id> -> 1 per hold}
--- (hold ids are 32 hex digits, never 'owner' or 'fence'). A hold per acquisition, rather than
+-- (hold ids are crypto/rand.Text, upper case, never 'owner' or 'fence'). A hold per acquisition, rather than
 -- a count, lets a caller that never saw its reply remove exactly its own hold, or nothing.
 -- Atomic so that "free or mine" and "take it or add a hold" are one step.
 --

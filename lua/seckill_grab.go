@@ -3,7 +3,6 @@ package lua
 import (
 	"context"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -98,7 +97,7 @@ func QueueGrab(ctx context.Context, p redis.Pipeliner, keys SeckillKeys, now tim
 // on rdb; that is no retry of a grab.
 func (q *QueuedGrab) Replies(ctx context.Context, rdb redis.Scripter) ([]GrabReply, error) {
 	res, err := q.cmd.Slice()
-	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		res, err = seckillGrab.Run(ctx, rdb, q.keys, q.args...).Slice()
 	}
 	return parseGrab(res, err, q.n)

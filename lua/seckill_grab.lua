@@ -3,7 +3,7 @@
 -- Every check that can fail runs before the call's first write, so a call either applies all
 -- its writes or none: Redis does not roll back a script that fails half-way, and a wrong-type
 -- key would otherwise fail after stock was taken.
--- KEYS[1] meta hash (begin, end, on)   KEYS[2] stock   KEYS[3] buyers hash user -> order
+-- KEYS[1] meta hash (begin, end, on, keep: when the sale's keys expire, Unix ms)   KEYS[2] stock   KEYS[3] buyers hash user -> order
 -- KEYS[4] orders stream
 -- ARGV[1] now (Unix ms), then one pair per grab: ARGV[2i] user id, ARGV[2i+1] order id
 -- Returns {code1, value1, code2, value2, ...}, one pair per grab in order: 0 admitted (value:
@@ -22,7 +22,7 @@ local function all(code)
   return out
 end
 
-local meta = redis.call('HMGET', KEYS[1], 'begin', 'end', 'on')
+local meta = redis.call('HMGET', KEYS[1], 'begin', 'end', 'on', 'keep')
 local stock = redis.call('GET', KEYS[2])
 if not meta[1] or not stock then
   -- A missing key means the voucher was never warmed or Redis lost it: never "sold out".
@@ -72,5 +72,9 @@ for i = 1, n do
 end
 if taken > 0 then
   redis.call('DECRBY', KEYS[2], taken)
+  if meta[4] then -- the buyers and the stream may have been created just now: they expire with the sale
+    redis.call('PEXPIREAT', KEYS[3], meta[4])
+    redis.call('PEXPIREAT', KEYS[4], meta[4])
+  end
 end
 return out

@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -47,6 +48,9 @@ type Sale struct {
 	Begin, End time.Time
 	On         bool  // the voucher is ACTIVE
 	Stock      int64 // the database's stock
+	// Retention is how long the sale's keys outlive its end (or the commit, for a sale
+	// already over): they expire then. Zero keeps them a week.
+	Retention time.Duration
 }
 
 // ErrCommitTooLate is WarmCommit's answer when Redis ran it after notAfter: nothing written.
@@ -60,7 +64,8 @@ var ErrCommitTooLate = errors.New("lua: seckill warm commit ran after its deadli
 // trusted until then. It returns the stock set.
 func WarmCommit(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale Sale, rebuild bool, notAfter time.Time) (int64, error) {
 	stock, err := seckillWarmCommit.Run(ctx, rdb, []string{keys.Meta, keys.Stock, keys.Buyers, keys.Orders},
-		sale.Begin.UnixMilli(), sale.End.UnixMilli(), flag(sale.On), sale.Stock, flag(rebuild), notAfter.UnixMilli()).Int64()
+		sale.Begin.UnixMilli(), sale.End.UnixMilli(), flag(sale.On), sale.Stock, flag(rebuild), notAfter.UnixMilli(),
+		cmp.Or(sale.Retention, 7*24*time.Hour).Milliseconds()).Int64()
 	if err == nil && stock == -1 {
 		return 0, ErrCommitTooLate
 	}

@@ -11,10 +11,14 @@
 -- would set a stock from a stale database read; past ARGV[6] it changes nothing.
 -- KEYS[1] meta   KEYS[2] stock   KEYS[3] buyers   KEYS[4] orders stream
 -- ARGV[1] begin (Unix ms)   ARGV[2] end   ARGV[3] on (1/0)   ARGV[4] database stock
--- ARGV[5] rebuild (1/0)   ARGV[6] not after (Unix ms)
+-- ARGV[5] rebuild (1/0)   ARGV[6] not after (Unix ms)   ARGV[7] retention (ms)
+-- The four keys expire ARGV[7] after the sale's end (or after now, for a sale already over):
+-- buyers and orders grow with the sale, and nothing of a sale is needed long after it (the
+-- database holds the orders). meta's "keep" tells the grab script when, for the keys it creates.
 -- Returns the stock set, or -1 (nothing written) past ARGV[6].
 local now = redis.call('TIME')
-if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > tonumber(ARGV[6]) then
+local nowms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+if nowms > tonumber(ARGV[6]) then
   return -1
 end
 local t = redis.call('TYPE', KEYS[4])['ok']
@@ -48,5 +52,10 @@ if ARGV[5] == '1' then
   local info = redis.pcall('INFO', 'server')
   local run = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or ''
   redis.call('HSET', KEYS[1], 'run', run)
+end
+local keep = math.max(tonumber(ARGV[2]), nowms) + tonumber(ARGV[7])
+redis.call('HSET', KEYS[1], 'keep', keep)
+for i = 1, 4 do
+  redis.call('PEXPIREAT', KEYS[i], keep)
 end
 return stock

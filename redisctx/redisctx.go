@@ -90,8 +90,9 @@ func DoThen[T any](ctx context.Context, rdb redis.UniversalClient, call func(con
 			done <- result{v, err}
 			return
 		}
-		// The caller gave up; it counted this call as abandoned.
-		defer n.Add(-1)
+		// The caller gave up; it counted this call as abandoned. The call is over: it no longer
+		// counts, also while late runs (a reader woken by late sees the count down).
+		n.Add(-1)
 		if late != nil {
 			late(v, err)
 		}

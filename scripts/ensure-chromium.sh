@@ -31,8 +31,9 @@ if ! path="$(find_chromium)"; then
   fi
   echo "ensure-chromium: installing chromium with apt-get" >&2
   export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get update >&2
-  "${sudo[@]}" apt-get install -y chromium >&2
+  # Quiet, and without recommends: the browser alone, not a desktop's worth of packages.
+  "${sudo[@]}" apt-get update -qq >&2
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends chromium >/dev/null
   if ! path="$(find_chromium)"; then
     echo "ensure-chromium: chromium still not found after apt-get install" >&2
     exit 1

@@ -3,7 +3,6 @@ package seckill
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,23 +30,11 @@ func boundedErr(ctx context.Context, rdb redis.UniversalClient, call func(contex
 	return redisctx.Err(ctx, rdb, call)
 }
 
-func isNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
+func isNoGroup(err error) bool { return redis.HasErrorPrefix(err, "NOGROUP") }
 
 // replyError reports whether err is an error answered by Redis (a wrong type, no group), not
 // a failure to talk to it.
 func replyError(err error) bool {
 	var re redis.Error
 	return err != nil && !errors.Is(err, redis.Nil) && errors.As(err, &re)
-}
-
-// sleep waits d; false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

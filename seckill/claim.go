@@ -97,13 +97,17 @@ func (c *consumer) forgetConsumers(ctx context.Context, voucherID int) {
 		return c.rdb.XInfoConsumers(ctx, stream, c.opts.group).Result()
 	})
 	if err != nil {
+		c.failed(ctx, opListConsumers, err, "voucher", voucherID)
 		return
 	}
 	for _, other := range consumers {
 		if other.Name != c.opts.name && other.Pending == 0 && other.Idle > forgetConsumersIdle*c.opts.claimIdle {
-			_ = boundedErr(ctx, c.rdb, func(ctx context.Context) error {
+			err := boundedErr(ctx, c.rdb, func(ctx context.Context) error {
 				return c.rdb.XGroupDelConsumer(ctx, stream, c.opts.group, other.Name).Err()
 			})
+			if err != nil {
+				c.failed(ctx, opForgetConsumer, err, "voucher", voucherID, "consumer", other.Name)
+			}
 		}
 	}
 }

@@ -61,8 +61,8 @@ func (c *consumer) run(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		live, err := c.liveVouchers(ctx)
-		if err != nil && ctx.Err() == nil {
-			c.log.Warn("listing seckill vouchers", "err", err)
+		if err != nil {
+			c.failed(ctx, opListVouchers, err)
 		}
 		for _, v := range live {
 			readers.start(v, func() { c.newReader(ctx, v).run() })
@@ -160,10 +160,23 @@ func (c *consumer) oldWithOrders(ctx context.Context, old []int) []int {
 		case err == nil && n > 0:
 			keep = append(keep, v)
 		case err == nil || errors.Is(err, redis.Nil):
-			_ = boundedErr(ctx, c.rdb, func(ctx context.Context) error { return c.rdb.ZRem(ctx, c.keys.registry(), v).Err() })
+			err := boundedErr(ctx, c.rdb, func(ctx context.Context) error { return c.rdb.ZRem(ctx, c.keys.registry(), v).Err() })
+			if err != nil { // it stays registered: the next pass tries again
+				c.failed(ctx, opUnregister, err, "voucher", v)
+			}
 		}
 	}
 	return keep
+}
+
+// failed logs and counts an error of background work, which has no caller to return it to;
+// an error because ctx ended is no failure.
+func (c *consumer) failed(ctx context.Context, op string, err error, args ...any) {
+	if ctx.Err() != nil {
+		return
+	}
+	c.m.background.WithLabelValues(op).Inc()
+	c.log.Warn("seckill consumer: "+op+" failed; retried on a later pass", append(args, "err", err)...)
 }
 
 // lingerCutoff is the end of sale before which a voucher's reader may stop.

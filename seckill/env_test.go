@@ -37,6 +37,7 @@ func newEnv(t testing.TB, rdb redis.UniversalClient) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxConns(testenv.MySQLConns())
 	ctx := context.Background()
 	if err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,9 @@ type metrics struct {
 	batches   prometheus.Histogram
 	// What a Redis that lost state sends the consumer (see rehome.go).
 	rehomed, superseded, lost prometheus.Counter
+	// background counts the errors of background work that has no caller to return them to
+	// (logged too), by what failed.
+	background *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -48,6 +51,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "surge_seckill_orders_lost_total",
 			Help: "Orders recorded FAILED because Redis lost their entries while they were being written.",
 		}),
+		background: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "surge_seckill_background_errors_total",
+			Help: "Errors of the consumer's background work (listing vouchers, unregistering finished ones, forgetting gone consumers), retried on a later pass.",
+		}, []string{"op"}),
+	}
+	for _, op := range backgroundOps {
+		m.background.WithLabelValues(op)
 	}
 	// Every outcome has its series from the start, so that the rate of a rare one (not_ready)
 	// exists before it first happens.
@@ -55,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.grabs.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(m.grabs, m.persisted, m.dead, m.claimed, m.batches, m.rehomed, m.superseded, m.lost)
+		reg.MustRegister(m.grabs, m.persisted, m.dead, m.claimed, m.batches, m.rehomed, m.superseded, m.lost, m.background)
 	}
 	return m
 }
@@ -69,5 +79,15 @@ func outcomeNames() []string {
 	}
 	return names
 }
+
+// What background work can fail, the op label of surge_seckill_background_errors_total.
+const (
+	opListVouchers   = "list_vouchers"
+	opUnregister     = "unregister_voucher"
+	opListConsumers  = "list_consumers"
+	opForgetConsumer = "forget_consumer"
+)
+
+var backgroundOps = []string{opListVouchers, opUnregister, opListConsumers, opForgetConsumer}
 
 func (m *metrics) grab(outcome string) { m.grabs.WithLabelValues(outcome).Inc() }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/internal/wait"
 )
 
 // outage says which service a batch found unreachable.
@@ -147,7 +149,7 @@ func (c *consumer) recordLostUntilDone(ctx context.Context, voucherID int, gone 
 			return
 		}
 		c.log.Error("recording orders lost with Redis's state; trying again", "voucher", voucherID, "orders", len(gone), "err", err)
-		sleep(ctx, pause)
+		wait.Sleep(ctx, pause)
 	}
 }
 

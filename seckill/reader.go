@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/surgekit/surge/internal/wait"
 	"github.com/surgekit/surge/redisctx"
 )
 
@@ -104,7 +105,7 @@ func (r *reader) recoverOwn() bool {
 		// Failed again: wait for Redis (the database has its own wait), and back off in case
 		// it answers PING but not the stream (a wrong-type key, say).
 		r.c.waitForRedis(r.ctx)
-		sleep(r.ctx, r.retryPause)
+		wait.Sleep(r.ctx, r.retryPause)
 		r.retryPause = min(2*r.retryPause, maxRetryPause)
 		return false
 	}
@@ -149,7 +150,7 @@ func (r *reader) afterReadError(err error) bool {
 		})
 		if err != nil {
 			r.c.log.Warn("recreating a consumer group", "voucher", r.voucherID, "err", err)
-			sleep(r.ctx, groupRetryPause)
+			wait.Sleep(r.ctx, groupRetryPause)
 		}
 	default:
 		r.c.log.Warn("reading orders", "voucher", r.voucherID, "err", err)
@@ -271,14 +272,14 @@ func (c *consumer) retryOwn(ctx context.Context, voucherID int) bool {
 // often enough that a reader resumes within about a second of its return. False if ctx ended.
 func (c *consumer) waitForRedis(ctx context.Context) bool {
 	rdb := c.opts.streams
-	for wait := redisPollMin; ; wait = min(2*wait, redisPollMax) {
+	for pause := redisPollMin; ; pause = min(2*pause, redisPollMax) {
 		pctx, cancel := context.WithTimeout(ctx, redisPollMax)
 		err := redisctx.Err(pctx, rdb, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
 		cancel()
 		if err == nil {
 			return true
 		}
-		if !sleep(ctx, wait) {
+		if !wait.Sleep(ctx, pause) {
 			return false
 		}
 	}
@@ -304,8 +305,8 @@ func (c *consumer) waitForDatabase(ctx context.Context) bool {
 	if !c.dbDown.Load() {
 		return ctx.Err() == nil
 	}
-	for wait := databasePollMin; !c.databaseUp(ctx); wait = min(2*wait, databasePollMax) {
-		if !sleep(ctx, wait) {
+	for pause := databasePollMin; !c.databaseUp(ctx); pause = min(2*pause, databasePollMax) {
+		if !wait.Sleep(ctx, pause) {
 			return false
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -292,7 +291,7 @@ func (r *recovery) rebuildStale(ctx context.Context, voucherID int) {
 // Starting at 0 is always safe: the stream only holds orders not yet persisted.
 func ensureGroup(ctx context.Context, rdb redis.UniversalClient, stream, group string) error {
 	err := rdb.XGroupCreateMkStream(ctx, stream, group, "0").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+	if err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
 		return fmt.Errorf("seckill: creating group on %s: %w", stream, err)
 	}
 	return nil

@@ -3,12 +3,12 @@ package seckill
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -111,7 +111,7 @@ func (o *Options) setDefaults() {
 	o.Group = orDefault(o.Group, defaultGroup)
 	if o.Consumer == "" {
 		host, _ := os.Hostname()
-		o.Consumer = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))
+		o.Consumer = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), rand.Text()[:6])
 	}
 	o.BatchSize = positive(o.BatchSize, defaultBatchSize)
 	o.Block = positive(o.Block, defaultBlock)
@@ -180,6 +180,9 @@ type Service struct {
 	recovery  *recovery
 	reconcile *reconciler
 	status    *statusReader
+	consuming atomic.Bool // a RunConsumer runs
+	db        *ent.Client
+	events    *events
 }
 
 // Status is where an order stands.
@@ -216,7 +219,8 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 	if o.StreamClient == nil {
 		o.StreamClient = rdb
 	}
-	s := &Service{opts: o, rdb: rdb, bg: newBackground(), m: newMetrics(o.Registerer)}
+	s := &Service{opts: o, rdb: rdb, db: db, bg: newBackground(), m: newMetrics(o.Registerer)}
+	s.events = newEvents(rdb, KeyPrefix(o.Namespace, o.Prefix)+":events", o.Logger.With("component", "seckill"))
 	var err error
 	if s.ids, err = idgen.NewSegment(rdb, "order", idgen.WithClock(o.Clock), idgen.WithNamespace(o.Namespace)); err != nil {
 		return nil, err
@@ -241,7 +245,7 @@ func (s *Service) voucherLocks() voucherLocks {
 func (s *Service) assemble(store orderStore) {
 	o, keys, log := &s.opts, newKeyspace(&s.opts), s.opts.Logger.With("component", "seckill")
 	failures := &failures{}
-	settler := &settler{rdb: s.rdb, keys: keys, group: o.Group, deadMax: o.DeadLetterMaxLen, failures: failures, m: s.m, log: log}
+	settler := &settler{rdb: s.rdb, events: s.events, keys: keys, group: o.Group, deadMax: o.DeadLetterMaxLen, failures: failures, m: s.m, log: log}
 	s.recovery = &recovery{
 		rdb: s.rdb, keys: keys, store: store, locks: s.voucherLocks(), ids: s.ids, settler: settler,
 		bg: s.bg, group: o.Group, clock: o.Clock, log: log,
@@ -276,6 +280,7 @@ func (s *Service) Close() error {
 	if s.admission.batch != nil {
 		s.admission.batch.close()
 	}
+	s.events.close()
 	return errors.Join(s.ids.Close(), s.locks.Close())
 }
 
@@ -301,6 +306,9 @@ func (s *Service) Grab(ctx context.Context, userID, voucherID int) (Admission, e
 		return s.admission.grab(ctx, userID, voucherID)
 	})
 	s.m.grab(outcome(err))
+	if err == nil {
+		s.events.stockChanged(voucherID)
+	}
 	return a, err
 }
 
@@ -314,7 +322,11 @@ func (s *Service) Warm(ctx context.Context, voucherID int) error {
 	if s.opts.Strategy == StrategySync {
 		return nil
 	}
-	return s.recovery.warm(ctx, voucherID, false)
+	err := s.recovery.warm(ctx, voucherID, false)
+	if err == nil {
+		s.events.stockChanged(voucherID)
+	}
+	return err
 }
 
 // Rebuild rebuilds a voucher's sale state in Redis from the database and the stream, even if
@@ -323,7 +335,11 @@ func (s *Service) Rebuild(ctx context.Context, voucherID int) error {
 	if s.opts.Strategy == StrategySync {
 		return nil
 	}
-	return s.recovery.warm(ctx, voucherID, true)
+	err := s.recovery.warm(ctx, voucherID, true)
+	if err == nil {
+		s.events.stockChanged(voucherID)
+	}
+	return err
 }
 
 // Guard runs a change to a voucher's row (stock, window, status) under the voucher's lock and
@@ -333,10 +349,16 @@ func (s *Service) Rebuild(ctx context.Context, voucherID int) error {
 // with ctx or when the lock is lost; Guard returns at ctx's deadline whatever the Redis
 // client's settings.
 func (s *Service) Guard(ctx context.Context, voucherID int, change func(ctx context.Context) error) error {
+	var err error
 	if s.opts.Strategy == StrategySync {
-		return change(ctx)
+		err = change(ctx)
+	} else {
+		err = s.recovery.guard(ctx, voucherID, change)
 	}
-	return s.recovery.guard(ctx, voucherID, change)
+	if err == nil {
+		s.events.stockChanged(voucherID)
+	}
+	return err
 }
 
 // WarmAll warms every active seckill voucher whose sale has not ended: what a server does at
@@ -353,16 +375,25 @@ func (s *Service) WarmAll(ctx context.Context) error {
 // warmed into Redis and keeps one reader per voucher whose sale is on (or ended less than
 // Linger ago) or whose stream still holds orders. Run it in every server process: the
 // readers of all processes share each stream's consumer group. Every second it also rebuilds
-// the vouchers whose state Redis holds from before a restart or failover. It returns nil
-// when ctx ends.
+// the vouchers whose state Redis holds from before a restart or failover; what fails there
+// is logged, counted (surge_seckill_background_errors_total) and retried. It returns when
+// ctx ends, with ctx's cause, or at once with ErrConsumerRunning.
 func (s *Service) RunConsumer(ctx context.Context) error {
+	if !s.consuming.CompareAndSwap(false, true) {
+		return ErrConsumerRunning
+	}
+	defer s.consuming.Store(false)
 	if s.opts.Strategy == StrategySync {
 		<-ctx.Done()
-		return nil
+	} else {
+		s.consumer.run(ctx)
 	}
-	s.consumer.run(ctx)
-	return nil
+	return context.Cause(ctx)
 }
+
+// ErrConsumerRunning is RunConsumer's answer while another RunConsumer of the same Service
+// runs: both would read under one consumer name. Run one per process.
+var ErrConsumerRunning = errors.New("seckill: RunConsumer already runs on this Service")
 
 // Order returns one of a user's orders, or (nil, nil) if the user has no such order. An
 // order still queued in a stream comes back as an unsaved entity with status QUEUED, its
@@ -428,10 +459,4 @@ func (s *Service) Reconcile(ctx context.Context, o ReconcileOptions) ([]VoucherR
 	return redisctx.Do(ctx, s.rdb, func(ctx context.Context) ([]VoucherReport, error) {
 		return s.reconcile.reconcile(ctx, o)
 	})
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/surgekit/surge/ent/seckillorder"
 	"github.com/surgekit/surge/lua"
 )
 
@@ -39,6 +40,7 @@ func (f *failures) take(entry string) error {
 // not acknowledge.
 type settler struct {
 	rdb      redis.UniversalClient
+	events   *events // announces the orders settled (nil: none)
 	keys     keyspace
 	group    string
 	deadMax  int64 // the dead-letter stream's cap
@@ -52,6 +54,13 @@ type settler struct {
 // is dead-lettered and its admission compensated. If Redis fails here, the entries stay
 // pending and their redelivery settles them.
 func (s *settler) settle(ctx context.Context, voucherID int, st settlement) error {
+	// The database holds these orders' outcome already: announce it before Redis is settled.
+	for _, o := range st.done {
+		s.events.order(o.id, o.user, voucherID, seckillorder.StatusCREATED)
+	}
+	for _, r := range st.relinked {
+		s.events.order(r.order.id, r.order.user, voucherID, "") // read again: it stands elsewhere
+	}
 	var errs []error
 	if err := s.ack(ctx, voucherID, st.done); err != nil {
 		errs = append(errs, err)
@@ -107,6 +116,9 @@ func (s *settler) relink(ctx context.Context, voucherID int, r relinked) error {
 		s.log.Warn("settling an order standing under another id", "voucher", voucherID, "order", r.order.id, "err", err)
 	}
 	s.failures.forget(r.order.entry)
+	if err == nil && r.superseded {
+		s.events.stockChanged(voucherID) // its unit is back on sale
+	}
 	return err
 }
 
@@ -125,6 +137,12 @@ func (s *settler) fail(ctx context.Context, voucherID int, entry string, o *orde
 		return err
 	}
 	s.failures.forget(entry)
+	if o != nil {
+		s.events.order(o.id, o.user, voucherID, seckillorder.StatusFAILED)
+	}
+	if settled && restore {
+		s.events.stockChanged(voucherID)
+	}
 	if settled {
 		s.m.dead.Inc()
 		s.log.Error("order FAILED and compensated", "voucher", voucherID, "entry", entry, "order", d.Order,

@@ -40,7 +40,7 @@ func TestBenchSubcommand(t *testing.T) {
 	if err := cmd.Run(); err == nil {
 		t.Error("surge bench without a scenario succeeded")
 	}
-	for _, s := range []string{"cache-stampede", "cache-penetration", "cache-hit", "lock", "seckill", "drain"} {
+	for _, s := range []string{"cache-stampede", "cache-penetration", "cache-hit", "lock", "seckill", "drain", "subscriptions"} {
 		if !strings.Contains(stderr.String(), s) {
 			t.Errorf("surge bench usage does not list %s:\n%s", s, stderr.String())
 		}

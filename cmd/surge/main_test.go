@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,7 +45,7 @@ type server struct {
 	base    string        // "http://127.0.0.1:PORT/": the playground's listener
 	api     string        // the API's listener: base, unless SURGE_ADMIN_ADDR split them
 	startup time.Duration // process start → first /healthz 200
-	stderr  *syncBuffer
+	stderr  *testenv.SyncBuffer
 	done    chan struct{} // closed when the process has exited
 	waitErr error         // valid after done is closed
 }
@@ -63,8 +62,8 @@ var (
 func startServer(t *testing.T, dataDir string, env ...string) *server {
 	t.Helper()
 	bin := surgeBinary(t)
-	s := &server{t: t, stderr: &syncBuffer{}, done: make(chan struct{})}
-	lines := &lineWriter{ch: make(chan string, 16)}
+	s := &server{t: t, stderr: &testenv.SyncBuffer{}, done: make(chan struct{})}
+	lines := testenv.NewLineWriter(16)
 	s.cmd = exec.Command(bin)
 	s.cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
@@ -105,7 +104,7 @@ func startServer(t *testing.T, dataDir string, env ...string) *server {
 	defer deadline.Stop()
 	for s.base == "" {
 		select {
-		case line := <-lines.ch:
+		case line := <-lines.Lines():
 			if m := urlLine.FindStringSubmatch(line); m != nil {
 				s.base = m[1]
 			} else if m := apiLine.FindStringSubmatch(line); m != nil {
@@ -441,44 +440,4 @@ func TestPlaygroundInChromium(t *testing.T) {
 		}
 	}
 	s.stop()
-}
-
-// syncBuffer is a bytes.Buffer safe for the writer goroutine of exec and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-// lineWriter sends each complete line written to it on ch, dropping lines when nobody reads.
-type lineWriter struct {
-	partial []byte
-	ch      chan string
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.partial = append(w.partial, p...)
-	for {
-		i := bytes.IndexByte(w.partial, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		line := strings.TrimRight(string(w.partial[:i]), "\r")
-		w.partial = w.partial[i+1:]
-		select {
-		case w.ch <- line:
-		default:
-		}
-	}
 }

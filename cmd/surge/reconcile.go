@@ -10,12 +10,12 @@ import (
 	"log/slog"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/surgekit/surge/internal/app"
+	"github.com/surgekit/surge/internal/commalist"
 	"github.com/surgekit/surge/seckill"
 )
 
@@ -161,10 +161,7 @@ type summary struct {
 
 func parseIDs(s string) ([]int, error) {
 	var ids []int
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
+	for _, f := range commalist.Split(s) {
 		id, err := strconv.Atoi(f)
 		if err != nil || id <= 0 {
 			return nil, fmt.Errorf("-voucher: %q is not a voucher id", f)

@@ -97,6 +97,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	a.closers = append(a.closers, func() error { sessions.Close(); return nil })
 	a.Auth = auth.New(a.Redis, a.DB.Ent, auth.Options{Pipe: sessions, AdminPhones: cfg.AdminPhones, DevMode: cfg.Dev(), Sender: sender,
 		SendsPerClient: cfg.LoginSendRateIP, SendsGlobal: cfg.LoginSendRateGlobal,
+		SessionCache: offIfZero(cfg.SessionCache), SlideEvery: offIfZero(cfg.SessionSlide),
 		Namespace: cfg.Namespace, Deployment: a.Deployment, Logger: a.Log, Registerer: registry})
 	a.Catalog, err = catalog.New(ctx, a.DB.Ent, a.Redis, catalog.CacheOptions{
 		Namespace: cfg.Namespace, Metrics: cache.NewMetrics(registry), Logger: a.Log,
@@ -261,7 +262,11 @@ func (a *App) startSeckill(ctx context.Context, registry prometheus.Registerer) 
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_ = a.Seckill.RunConsumer(runCtx)
+			// It returns when the app stops it; anything else means orders stop reaching
+			// the database, which must not pass unnoticed.
+			if err := a.Seckill.RunConsumer(runCtx); runCtx.Err() == nil {
+				a.Log.Error("the seckill order consumer stopped: admitted orders are not persisted by this process", "err", err)
+			}
 		}()
 		// Closing the stream client ends the readers' blocking reads at once, which a context
 		// cancellation does not.
@@ -380,4 +385,12 @@ func (a *App) Close() error {
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// offIfZero maps a setting's 0 ("off") to the negative that auth.Options reads as off.
+func offIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -1,8 +1,10 @@
 package app
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/surgekit/surge/internal/auth"
+	"github.com/surgekit/surge/internal/commalist"
 	"github.com/surgekit/surge/internal/server"
 	"github.com/surgekit/surge/internal/store"
 	"github.com/surgekit/surge/seckill"
@@ -48,6 +51,13 @@ type Config struct {
 	// ReadTimeout is SURGE_READ_TIMEOUT, -read-timeout (10s): how long a client may take to
 	// send one request, headers and body (the headers alone get half of it).
 	ReadTimeout time.Duration
+	// SessionCache is SURGE_SESSION_CACHE, -session-cache (1s; 0: off): how long a server
+	// answers a token from memory after reading its session from Redis, so the bound within
+	// which a logout through another server is honoured here.
+	SessionCache time.Duration
+	// SessionSlide is SURGE_SESSION_SLIDE, -session-slide (1m; 0: every request): how often,
+	// at most, a server slides a session's 30-minute idle TTL while the session is in use.
+	SessionSlide time.Duration
 	// TrustedProxyHeader is SURGE_TRUSTED_PROXY_HEADER, -trusted-proxy-header (none): the
 	// header whose last address is the client's, behind a reverse proxy (X-Forwarded-For,
 	// X-Real-IP); without it the peer's address counts.
@@ -143,62 +153,73 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	env := func(k, def string) string {
-		if v := strings.TrimSpace(getenv(k)); v != "" {
-			return v
-		}
-		return def
-	}
+	ev := &envVars{getenv: getenv}
+	env := ev.str
 	addr := fs.String("addr", env("SURGE_ADDR", ":8080"), "listen address (SURGE_ADDR)")
 	dataDir := fs.String("data-dir", env("SURGE_DATA_DIR", "./data"), "directory for the embedded SQLite file (SURGE_DATA_DIR)")
 	redisAddrs := fs.String("redis-addrs", env("SURGE_REDIS_ADDRS", ""), "comma-separated Redis addresses; several mean Cluster; empty means embedded (SURGE_REDIS_ADDRS)")
 	redisPassword := fs.String("redis-password", env("SURGE_REDIS_PASSWORD", ""), "Redis password (SURGE_REDIS_PASSWORD)")
 	dsn := fs.String("mysql-dsn", env("SURGE_MYSQL_DSN", ""), "MySQL DSN, e.g. user:pass@tcp(host:3306)/surge; empty means SQLite (SURGE_MYSQL_DSN)")
-	mysqlMaxConns := fs.Int("mysql-max-conns", envInt(getenv, "SURGE_MYSQL_MAX_CONNS", store.DefaultMaxConns), "most connections this server opens to MySQL; servers × this must stay below max_connections (SURGE_MYSQL_MAX_CONNS)")
-	redisPoolSize := fs.Int("redis-pool-size", envInt(getenv, "SURGE_REDIS_POOL_SIZE", 0), "connections of the main Redis client; 0 means go-redis's default, 10 per CPU (SURGE_REDIS_POOL_SIZE)")
+	mysqlMaxConns := fs.Int("mysql-max-conns", ev.int("SURGE_MYSQL_MAX_CONNS", store.DefaultMaxConns), "most connections this server opens to MySQL; servers × this must stay below max_connections (SURGE_MYSQL_MAX_CONNS)")
+	redisPoolSize := fs.Int("redis-pool-size", ev.int("SURGE_REDIS_POOL_SIZE", 0), "connections of the main Redis client; 0 means go-redis's default, 10 per CPU (SURGE_REDIS_POOL_SIZE)")
 	mode := fs.String("mode", env("SURGE_MODE", ""), `"dev" or "production" (SURGE_MODE; default dev when embedded, else production)`)
 	admins := fs.String("admin-phones", env("SURGE_ADMIN_PHONES", ""), "comma-separated phones that get role ADMIN at login (SURGE_ADMIN_PHONES)")
 	seed := fs.String("seed", env("SURGE_SEED", ""), "seed demo data into an empty database: true/false (SURGE_SEED; default: dev mode)")
 	intro := fs.String("introspection", env("SURGE_INTROSPECTION", ""), "allow schema introspection: true/false (SURGE_INTROSPECTION; default: dev mode)")
-	maxComplexity := fs.Int("max-complexity", envInt(getenv, "SURGE_MAX_COMPLEXITY", 3000), "complexity budget per operation (SURGE_MAX_COMPLEXITY)")
-	maxDepth := fs.Int("max-depth", envInt(getenv, "SURGE_MAX_DEPTH", 10), "maximum query depth (SURGE_MAX_DEPTH)")
-	maxTokens := fs.Int("max-tokens", envInt(getenv, "SURGE_MAX_TOKENS", 2000), "maximum lexical tokens of a document, and JSON values of its variables (SURGE_MAX_TOKENS)")
-	maxNesting := fs.Int("max-nesting", envInt(getenv, "SURGE_MAX_NESTING", 32), "maximum nesting of braces, brackets and parentheses in a document, and of its variables (SURGE_MAX_NESTING)")
-	maxFields := fs.Int("max-fields", envInt(getenv, "SURGE_MAX_FIELDS", 500), "maximum field selections of a document, fragments counted where spread (SURGE_MAX_FIELDS)")
-	requestTimeout := fs.Duration("request-timeout", envDuration(getenv, "SURGE_REQUEST_TIMEOUT", 5*time.Second), "deadline of each request; its work is cancelled then (SURGE_REQUEST_TIMEOUT)")
+	maxComplexity := fs.Int("max-complexity", ev.int("SURGE_MAX_COMPLEXITY", 3000), "complexity budget per operation (SURGE_MAX_COMPLEXITY)")
+	maxDepth := fs.Int("max-depth", ev.int("SURGE_MAX_DEPTH", 10), "maximum query depth (SURGE_MAX_DEPTH)")
+	maxTokens := fs.Int("max-tokens", ev.int("SURGE_MAX_TOKENS", 2000), "maximum lexical tokens of a document, and JSON values of its variables (SURGE_MAX_TOKENS)")
+	maxNesting := fs.Int("max-nesting", ev.int("SURGE_MAX_NESTING", 32), "maximum nesting of braces, brackets and parentheses in a document, and of its variables (SURGE_MAX_NESTING)")
+	maxFields := fs.Int("max-fields", ev.int("SURGE_MAX_FIELDS", 500), "maximum field selections of a document, fragments counted where spread (SURGE_MAX_FIELDS)")
+	requestTimeout := fs.Duration("request-timeout", ev.duration("SURGE_REQUEST_TIMEOUT", 5*time.Second), "deadline of each request; its work is cancelled then (SURGE_REQUEST_TIMEOUT)")
+	sessionCache := fs.Duration("session-cache", ev.duration("SURGE_SESSION_CACHE", time.Second), "how long a session read from Redis is answered from memory; a logout through another server is honoured within it; 0: off (SURGE_SESSION_CACHE)")
+	sessionSlide := fs.Duration("session-slide", ev.duration("SURGE_SESSION_SLIDE", time.Minute), "how often, at most, a server slides a session's idle TTL while it is in use; 0: on every request (SURGE_SESSION_SLIDE)")
 	proxyHeader := fs.String("trusted-proxy-header", env("SURGE_TRUSTED_PROXY_HEADER", ""), "header whose last address is the client's, behind a reverse proxy, e.g. X-Forwarded-For (SURGE_TRUSTED_PROXY_HEADER)")
 	sendRateIP := fs.String("login-send-rate-ip", env("SURGE_LOGIN_SEND_RATE_IP", ""), `login code sends per client address, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_IP; default 20/1h, dev mode off)`)
 	sendRateGlobal := fs.String("login-send-rate-global", env("SURGE_LOGIN_SEND_RATE_GLOBAL", ""), `login code sends server-wide, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_GLOBAL; default 1000/1m, dev mode off)`)
-	wsSubs := fs.Int("ws-max-subscriptions", envInt(getenv, "SURGE_WS_MAX_SUBSCRIPTIONS", 10), "subscriptions one WebSocket connection may run at once (SURGE_WS_MAX_SUBSCRIPTIONS)")
-	wsConns := fs.Int("ws-max-connections-per-ip", envInt(getenv, "SURGE_WS_MAX_CONNECTIONS_PER_IP", 50), "WebSocket connections one client address may hold open (SURGE_WS_MAX_CONNECTIONS_PER_IP)")
-	readTimeout := fs.Duration("read-timeout", envDuration(getenv, "SURGE_READ_TIMEOUT", 10*time.Second), "how long a client may take to send one request (SURGE_READ_TIMEOUT)")
+	wsSubs := fs.Int("ws-max-subscriptions", ev.int("SURGE_WS_MAX_SUBSCRIPTIONS", 10), "subscriptions one WebSocket connection may run at once (SURGE_WS_MAX_SUBSCRIPTIONS)")
+	wsConns := fs.Int("ws-max-connections-per-ip", ev.int("SURGE_WS_MAX_CONNECTIONS_PER_IP", 50), "WebSocket connections one client address may hold open (SURGE_WS_MAX_CONNECTIONS_PER_IP)")
+	readTimeout := fs.Duration("read-timeout", ev.duration("SURGE_READ_TIMEOUT", 10*time.Second), "how long a client may take to send one request (SURGE_READ_TIMEOUT)")
 	namespace := fs.String("namespace", env("SURGE_NAMESPACE", ""), `start of every Redis key, so deployments can share one Redis (SURGE_NAMESPACE; default "surge")`)
 	corsOrigins := fs.String("cors-origins", env("SURGE_CORS_ORIGINS", ""), `browser origins that may call the API besides its own, comma-separated: "https://app.example.com", "https://*.example.com" or "*" (SURGE_CORS_ORIGINS; dev default http://localhost:*,http://127.0.0.1:*)`)
 	corsCredentials := fs.String("cors-credentials", env("SURGE_CORS_CREDENTIALS", ""), "allow cross-origin requests with credentials (cookies): true/false; not with the origin * (SURGE_CORS_CREDENTIALS; default false)")
-	corsMaxAge := fs.Duration("cors-max-age", envDuration(getenv, "SURGE_CORS_MAX_AGE", 10*time.Minute), "how long browsers may cache a CORS preflight (SURGE_CORS_MAX_AGE)")
+	corsMaxAge := fs.Duration("cors-max-age", ev.duration("SURGE_CORS_MAX_AGE", 10*time.Minute), "how long browsers may cache a CORS preflight (SURGE_CORS_MAX_AGE)")
 	apq := fs.String("apq", env("SURGE_APQ", ""), "accept automatic persisted queries (Apollo), stored in Redis: true/false (SURGE_APQ; default true)")
-	apqTTL := fs.Duration("apq-ttl", envDuration(getenv, "SURGE_APQ_TTL", 24*time.Hour), "how long a persisted query stays in Redis after its last use (SURGE_APQ_TTL)")
-	apqMaxBytes := fs.Int("apq-max-bytes", envInt(getenv, "SURGE_APQ_MAX_BYTES", 32<<10), "largest document stored as a persisted query; larger ones run but are not stored (SURGE_APQ_MAX_BYTES)")
+	apqTTL := fs.Duration("apq-ttl", ev.duration("SURGE_APQ_TTL", 24*time.Hour), "how long a persisted query stays in Redis after its last use (SURGE_APQ_TTL)")
+	apqMaxBytes := fs.Int("apq-max-bytes", ev.int("SURGE_APQ_MAX_BYTES", 32<<10), "largest document stored as a persisted query; larger ones run but are not stored (SURGE_APQ_MAX_BYTES)")
 	trusted := fs.String("trusted-documents", env("SURGE_TRUSTED_DOCUMENTS", ""), "manifest of trusted documents (JSON: id → document, or Apollo's persisted query manifest); when set, only these operations run (SURGE_TRUSTED_DOCUMENTS)")
-	batchMax := fs.Int("batch-max", envInt(getenv, "SURGE_BATCH_MAX", 0), "most operations in one batched request (a JSON array); 0 refuses batches (SURGE_BATCH_MAX)")
+	batchMax := fs.Int("batch-max", ev.int("SURGE_BATCH_MAX", 0), "most operations in one batched request (a JSON array); 0 refuses batches (SURGE_BATCH_MAX)")
 	strategy := fs.String("seckill-strategy", env("SURGE_SECKILL_STRATEGY", "lua"), `seckill strategy: "lua" or "sync" (SURGE_SECKILL_STRATEGY)`)
-	rate := fs.Float64("seckill-rate", envFloat(getenv, "SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
+	rate := fs.Float64("seckill-rate", ev.float("SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
 	consumer := fs.String("seckill-consumer", env("SURGE_SECKILL_CONSUMER", ""), "run the order stream consumer in this process: true/false (SURGE_SECKILL_CONSUMER; default true)")
-	claimIdle := fs.Duration("seckill-claim-idle", envDuration(getenv, "SURGE_SECKILL_CLAIM_IDLE", 30*time.Second), "how long an admitted order stays pending with a consumer before another one takes it over (SURGE_SECKILL_CLAIM_IDLE)")
-	observability := observabilityFlags(fs, getenv, env)
-	stockThrottle := fs.Duration("stock-throttle", envDuration(getenv, "SURGE_STOCK_THROTTLE", 200*time.Millisecond), "least time between two voucherStock subscription messages to one subscriber; 0 sends every change (SURGE_STOCK_THROTTLE)")
+	claimIdle := fs.Duration("seckill-claim-idle", ev.duration("SURGE_SECKILL_CLAIM_IDLE", 30*time.Second), "how long an admitted order stays pending with a consumer before another one takes it over (SURGE_SECKILL_CLAIM_IDLE)")
+	observability := observabilityFlags(fs, ev)
+	stockThrottle := fs.Duration("stock-throttle", ev.duration("SURGE_STOCK_THROTTLE", 200*time.Millisecond), "least time between two voucherStock subscription messages to one subscriber; 0 sends every change (SURGE_STOCK_THROTTLE)")
 	return func() (Config, error) {
+		// A variable that does not parse is fatal: falling back to the default would run the
+		// server with a setting nobody chose (SURGE_SECKILL_CLAIM_IDLE=30 meant 30 s).
+		if err := ev.err(); err != nil {
+			return Config{}, err
+		}
+		redisAddrs, err := splitAddrs("redis-addrs", *redisAddrs)
+		if err != nil {
+			return Config{}, err
+		}
+		if _, err := splitAddrs("addr", *addr); err != nil {
+			return Config{}, err
+		}
 		c := Config{
-			Addr: *addr, DataDir: *dataDir, RedisAddrs: splitList(*redisAddrs), RedisPassword: *redisPassword,
-			MySQLDSN: *dsn, MySQLMaxConns: *mysqlMaxConns, RedisPoolSize: *redisPoolSize, Mode: *mode, AdminPhones: splitList(*admins),
+			Addr: *addr, DataDir: *dataDir, RedisAddrs: redisAddrs, RedisPassword: *redisPassword,
+			MySQLDSN: *dsn, MySQLMaxConns: *mysqlMaxConns, RedisPoolSize: *redisPoolSize, Mode: *mode, AdminPhones: commalist.Split(*admins),
 			MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, ShutdownGrace: 15 * time.Second,
 			SeckillStrategy: *strategy, SeckillRate: *rate, StockThrottle: *stockThrottle,
 			SeckillClaimIdle: *claimIdle,
 			MaxTokens:        *maxTokens, MaxNesting: *maxNesting, MaxFields: *maxFields,
 			RequestTimeout: *requestTimeout, ReadTimeout: *readTimeout,
+			SessionCache: *sessionCache, SessionSlide: *sessionSlide,
 			TrustedProxyHeader: strings.TrimSpace(*proxyHeader),
 			WSMaxSubscriptions: *wsSubs, WSMaxConnectionsPerIP: *wsConns,
-			CORSOrigins: splitList(*corsOrigins), CORSMaxAge: *corsMaxAge,
+			CORSOrigins: commalist.Split(*corsOrigins), CORSMaxAge: *corsMaxAge,
 			APQTTL: *apqTTL, APQMaxBytes: *apqMaxBytes, TrustedDocuments: strings.TrimSpace(*trusted),
 			BatchMax: *batchMax,
 		}
@@ -206,7 +227,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			return Config{}, err
 		}
 		if c.SeckillClaimIdle <= 0 {
-			return Config{}, fmt.Errorf("seckill-claim-idle must be positive")
+			return Config{}, fmt.Errorf("%s: %v must be positive", setting("seckill-claim-idle"), c.SeckillClaimIdle)
 		}
 		if c.MySQLMaxConns <= 0 {
 			return Config{}, fmt.Errorf("mysql-max-conns must be positive")
@@ -229,7 +250,6 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		if c.Mode != "dev" && c.Mode != "production" {
 			return Config{}, fmt.Errorf("invalid mode %q: want dev or production", c.Mode)
 		}
-		var err error
 		if c.Seed, err = parseBool("seed", *seed, c.Dev()); err != nil {
 			return Config{}, err
 		}
@@ -257,6 +277,11 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		if err := c.parseCORS(*corsCredentials); err != nil {
 			return Config{}, err
 		}
+		for _, p := range c.AdminPhones { // a typo would leave the intended admin without the role
+			if auth.ValidatePhone(p) != nil {
+				return Config{}, fmt.Errorf("%s: %q is not a phone number (11 digits like 13812345678)", setting("admin-phones"), p)
+			}
+		}
 		if len(c.AdminPhones) == 0 && c.Dev() {
 			c.AdminPhones = []string{DevAdminPhone}
 		}
@@ -272,6 +297,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		}
 		if c.RequestTimeout <= 0 || c.ReadTimeout <= 0 {
 			return Config{}, fmt.Errorf("request-timeout and read-timeout must be positive")
+		}
+		if c.SessionCache < 0 || c.SessionSlide < 0 {
+			return Config{}, fmt.Errorf("session-cache and session-slide must be 0 (off) or positive")
 		}
 		return c, nil
 	}
@@ -377,32 +405,58 @@ func parseRate(name, v string, def auth.Rate) (auth.Rate, error) {
 	count, err := strconv.Atoi(n)
 	window, werr := time.ParseDuration(w)
 	if !ok || err != nil || werr != nil || count <= 0 || window <= 0 {
-		return auth.Rate{}, fmt.Errorf(`invalid %s %q: want "N/window" (e.g. 20/1h) or "off"`, name, v)
+		return auth.Rate{}, fmt.Errorf(`%s: %q is not "N/window" (e.g. 20/1h) or "off"`, setting(name), v)
 	}
 	return auth.Rate{Count: count, Window: window}, nil
 }
 
-func envInt(getenv func(string) string, k string, def int) int {
-	if n, err := strconv.Atoi(strings.TrimSpace(getenv(k))); err == nil {
-		return n
+// envVars reads the SURGE_* variables that give the flags their defaults. A value that does
+// not parse is recorded as an error naming the variable and the value: unset gives the
+// default, a typo never does.
+type envVars struct {
+	getenv func(string) string
+	errs   []error
+}
+
+// str is variable k, def when unset or blank.
+func (e *envVars) str(k, def string) string {
+	if v := strings.TrimSpace(e.getenv(k)); v != "" {
+		return v
 	}
 	return def
 }
 
-// envDuration reads a duration ("200ms", "1s"); unset or unparsable gives def (and the flag
-// default shows it).
-func envDuration(getenv func(string) string, k string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(strings.TrimSpace(getenv(k))); err == nil {
-		return d
+// parsed reads variable k with parse; unset gives def, a value parse refuses an error.
+func parsed[T any](e *envVars, k string, def T, parse func(string) (T, error), want string) T {
+	v := strings.TrimSpace(e.getenv(k))
+	if v == "" {
+		return def
 	}
-	return def
+	x, err := parse(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %q is not %s", k, v, want))
+		return def
+	}
+	return x
 }
 
-func envFloat(getenv func(string) string, k string, def float64) float64 {
-	if n, err := strconv.ParseFloat(strings.TrimSpace(getenv(k)), 64); err == nil {
-		return n
-	}
-	return def
+func (e *envVars) int(k string, def int) int {
+	return parsed(e, k, def, strconv.Atoi, "an integer")
+}
+
+func (e *envVars) duration(k string, def time.Duration) time.Duration {
+	return parsed(e, k, def, time.ParseDuration, "a duration (e.g. 30s)")
+}
+
+func (e *envVars) float(k string, def float64) float64 {
+	return parsed(e, k, def, func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }, "a number")
+}
+
+func (e *envVars) err() error { return errors.Join(e.errs...) }
+
+// setting names a flag and its variable in errors: "-seed (SURGE_SEED)".
+func setting(flag string) string {
+	return "-" + flag + " (SURGE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_")) + ")"
 }
 
 func parseBool(name, v string, def bool) (bool, error) {
@@ -411,17 +465,18 @@ func parseBool(name, v string, def bool) (bool, error) {
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return false, fmt.Errorf("invalid %s %q: want true or false", name, v)
+		return false, fmt.Errorf("%s: %q is not true or false", setting(name), v)
 	}
 	return b, nil
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
+// splitAddrs reads a comma-separated list of host:port addresses.
+func splitAddrs(name, s string) ([]string, error) {
+	addrs := commalist.Split(s)
+	for _, a := range addrs {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			return nil, fmt.Errorf("%s: %q is not a host:port address", setting(name), a)
 		}
 	}
-	return out
+	return addrs, nil
 }

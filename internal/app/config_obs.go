@@ -33,14 +33,18 @@ type Observability struct {
 }
 
 // observabilityFlags defines the Observability flags on fs; set checks them into c.
-func observabilityFlags(fs *flag.FlagSet, getenv func(string) string, env func(k, def string) string) (set func(c *Config) error) {
+func observabilityFlags(fs *flag.FlagSet, ev *envVars) (set func(c *Config) error) {
+	env := ev.str
 	adminAddr := fs.String("admin-addr", env("SURGE_ADMIN_ADDR", ""), "second listen address serving /metrics and the playground, which the main address then does not serve (SURGE_ADMIN_ADDR)")
 	logFormat := fs.String("log-format", env("SURGE_LOG_FORMAT", telemetry.LogText), `log lines: "text" or "json" (SURGE_LOG_FORMAT)`)
 	logLevel := fs.String("log-level", env("SURGE_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error (SURGE_LOG_LEVEL)")
 	accessLog := fs.String("access-log", env("SURGE_ACCESS_LOG", ""), "one log line per HTTP request: true/false (SURGE_ACCESS_LOG; default true)")
 	otlp := fs.String("otlp-endpoint", env("SURGE_OTLP_ENDPOINT", ""), "OTLP/HTTP receiver to export traces to, e.g. http://collector:4318; empty: tracing off (SURGE_OTLP_ENDPOINT)")
-	ratio := fs.Float64("trace-sample-ratio", envFloat(getenv, "SURGE_TRACE_SAMPLE_RATIO", 1), "share of the traces this server starts that are recorded, 0..1 (SURGE_TRACE_SAMPLE_RATIO)")
+	ratio := fs.Float64("trace-sample-ratio", ev.float("SURGE_TRACE_SAMPLE_RATIO", 1), "share of the traces this server starts that are recorded, 0..1 (SURGE_TRACE_SAMPLE_RATIO)")
 	return func(c *Config) error {
+		if _, err := splitAddrs("admin-addr", *adminAddr); err != nil {
+			return err
+		}
 		o := Observability{AdminAddr: strings.TrimSpace(*adminAddr), LogFormat: strings.TrimSpace(*logFormat),
 			OTLPEndpoint: strings.TrimSpace(*otlp), TraceSampleRatio: *ratio}
 		if o.LogFormat != telemetry.LogText && o.LogFormat != telemetry.LogJSON {

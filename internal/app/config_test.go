@@ -61,6 +61,12 @@ func TestParseConfigProtectionDefaults(t *testing.T) {
 	if c.MaxTokens != 2000 || c.MaxNesting != 32 || c.MaxFields != 500 || c.RequestTimeout != 5*time.Second || c.ReadTimeout != 10*time.Second {
 		t.Fatalf("limits: %+v", c)
 	}
+	if c.SessionCache != time.Second || c.SessionSlide != time.Minute {
+		t.Fatalf("session cache %v, slide %v", c.SessionCache, c.SessionSlide)
+	}
+	if _, err := ParseConfig([]string{"-session-cache", "-1s"}, prod); err == nil {
+		t.Fatal("a negative session-cache was accepted")
+	}
 	if c.LoginSendRateIP != (auth.Rate{Count: 20, Window: time.Hour}) || c.LoginSendRateGlobal != (auth.Rate{Count: 1000, Window: time.Minute}) || c.TrustedProxyHeader != "" {
 		t.Fatalf("production send limits: %+v %+v %q", c.LoginSendRateIP, c.LoginSendRateGlobal, c.TrustedProxyHeader)
 	}
@@ -224,6 +230,52 @@ func TestParseConfigPersistedAndBatches(t *testing.T) {
 	for _, bad := range []map[string]string{{"SURGE_BATCH_MAX": "-1"}, {"SURGE_APQ_TTL": "0s"}, {"SURGE_APQ_MAX_BYTES": "-5"}, {"SURGE_APQ": "sometimes"}} {
 		if _, err := ParseConfig(nil, envOf(bad)); err == nil {
 			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// TestParseConfigBadVariablesAreFatal: a SURGE_* value that does not parse stops the server
+// with a message naming the variable and the value; it used to fall back to the default
+// silently (SURGE_SECKILL_CLAIM_IDLE=30 ran with 30s, SURGE_MAX_DEPTH=ten with 10).
+func TestParseConfigBadVariablesAreFatal(t *testing.T) {
+	_, err := ParseConfig(nil, envOf(map[string]string{"SURGE_SECKILL_CLAIM_IDLE": "30"}))
+	if want := `SURGE_SECKILL_CLAIM_IDLE: "30" is not a duration (e.g. 30s)`; err == nil || err.Error() != want {
+		t.Fatalf("SURGE_SECKILL_CLAIM_IDLE=30: %v, want %s", err, want)
+	}
+	for k, v := range map[string]string{
+		"SURGE_MYSQL_MAX_CONNS":           "many",
+		"SURGE_REDIS_POOL_SIZE":           "1.5",
+		"SURGE_MAX_COMPLEXITY":            "3k",
+		"SURGE_MAX_DEPTH":                 "ten",
+		"SURGE_MAX_TOKENS":                "2e3",
+		"SURGE_MAX_NESTING":               "x",
+		"SURGE_MAX_FIELDS":                "x",
+		"SURGE_REQUEST_TIMEOUT":           "5",
+		"SURGE_READ_TIMEOUT":              "10",
+		"SURGE_WS_MAX_SUBSCRIPTIONS":      "x",
+		"SURGE_WS_MAX_CONNECTIONS_PER_IP": "x",
+		"SURGE_CORS_MAX_AGE":              "600",
+		"SURGE_APQ_TTL":                   "1d",
+		"SURGE_APQ_MAX_BYTES":             "32KiB",
+		"SURGE_BATCH_MAX":                 "x",
+		"SURGE_SECKILL_RATE":              "fast",
+		"SURGE_STOCK_THROTTLE":            "200",
+		"SURGE_TRACE_SAMPLE_RATIO":        "half",
+		"SURGE_SEED":                      "yes please",
+		"SURGE_SECKILL_CONSUMER":          "on",
+		"SURGE_CORS_CREDENTIALS":          "y",
+		"SURGE_APQ":                       "enabled",
+		"SURGE_ACCESS_LOG":                "verbose",
+		"SURGE_INTROSPECTION":             "2",
+		"SURGE_LOGIN_SEND_RATE_IP":        "20 per hour",
+		"SURGE_REDIS_ADDRS":               "redis-2",
+		"SURGE_ADDR":                      "8080",
+		"SURGE_ADMIN_ADDR":                "localhost",
+		"SURGE_ADMIN_PHONES":              "1380000000O",
+	} {
+		_, err := ParseConfig(nil, envOf(map[string]string{k: v}))
+		if err == nil || !strings.Contains(err.Error(), k) || !strings.Contains(err.Error(), v) {
+			t.Errorf("%s=%s: %v, want an error naming both", k, v, err)
 		}
 	}
 }

@@ -1,6 +1,9 @@
 // Package auth implements phone-code login with sessions in Redis, in the shape of the
 // well-known Redis session design: a short-lived code per phone with a wrong-try limit, send
-// limits, and an opaque random token whose session hash slides on every request.
+// limits, and an opaque random token whose session hash slides while it is in use (at most once
+// per Options.SlideEvery per process). Each process remembers the sessions it read for
+// Options.SessionCache (1 s), so a busy client costs Redis one read per second per server; a
+// logout through another server is honoured here within that bound.
 //
 // Sends are limited three ways, because each one costs an SMS: per phone by an escalating
 // cooldown (never a quota an attacker could use up to lock the owner out), per client address
@@ -39,6 +42,7 @@ import (
 	"strings"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -101,9 +105,17 @@ type Options struct {
 	SendsPerClient Rate
 	SendsGlobal    Rate
 	SessionTTL     time.Duration // idle time after which a session ends (30 min)
-	AdminPhones    []string      // phones that get role ADMIN at login
-	DevMode        bool          // expose codes in SendCode's result (never in production)
-	Sender         CodeSender    // LogSender by default
+	// SessionCache is how long this process answers a token from memory after reading its
+	// session from Redis (1 s; negative: never). A logout through this process is honoured at
+	// once; one through another server of the deployment within SessionCache.
+	SessionCache time.Duration
+	// SlideEvery is how often, at most, this process slides a session's TTL (PEXPIRE) while
+	// it is in use (min(1 min, SessionTTL/10); negative: on every request). An idle session
+	// so ends between SessionTTL − SlideEvery and SessionTTL after its last request.
+	SlideEvery  time.Duration
+	AdminPhones []string   // phones that get role ADMIN at login
+	DevMode     bool       // expose codes in SendCode's result (never in production)
+	Sender      CodeSender // LogSender by default
 	// Pipe, when set, sends the session lookups of concurrent requests in shared pipelines
 	// (one round trip for many requests under load). nil: one round trip per request.
 	Pipe *autopipe.Pipeliner
@@ -139,6 +151,13 @@ func (o *Options) setDefaults() {
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 30 * time.Minute
 	}
+	if o.SessionCache == 0 {
+		o.SessionCache = time.Second
+	}
+	if o.SlideEvery == 0 {
+		o.SlideEvery = min(time.Minute, o.SessionTTL/10)
+	}
+	o.SlideEvery = min(o.SlideEvery, o.SessionTTL/2) // a session in use never lapses
 	if o.Sender == nil {
 		o.Sender = LogSender{}
 	}
@@ -155,7 +174,19 @@ type Service struct {
 	admins  map[string]bool
 	keys    Keyspace
 	foreign *prometheus.CounterVec // refusals of another deployment's code or session
+	recent  *lru.Cache[[sha256.Size]byte, recentSession]
 }
+
+// recentSession is what this process last read of a session (by the SHA-256 of its token):
+// answered from memory until read+SessionCache, slid again after slid+SlideEvery.
+type recentSession struct {
+	session    *Session
+	read, slid time.Time
+}
+
+// recentSessions bounds the sessions remembered (≈ 150 bytes each); the least recently
+// used go first.
+const recentSessions = 1 << 16
 
 // New returns a Service. rdb may be a single node or a Cluster client.
 func New(rdb redis.UniversalClient, db *ent.Client, opts Options) *Service {
@@ -164,8 +195,9 @@ func New(rdb redis.UniversalClient, db *ent.Client, opts Options) *Service {
 	for _, p := range opts.AdminPhones {
 		admins[strings.TrimSpace(p)] = true
 	}
+	recent, _ := lru.New[[sha256.Size]byte, recentSession](recentSessions) // only a size ≤ 0 fails
 	return &Service{rdb: rdb, db: db, opts: opts, admins: admins,
-		keys: KeysIn(opts.Namespace), foreign: newForeignCounter(opts.Registerer)}
+		keys: KeysIn(opts.Namespace), foreign: newForeignCounter(opts.Registerer), recent: recent}
 }
 
 // Options returns the effective options (defaults filled in).
@@ -200,14 +232,15 @@ func (s *Service) SendCode(ctx context.Context, phone string) (*SentCode, error)
 		return nil, err
 	}
 	keys := s.PhoneKeys(phone)
-	res, err := lua.LoginSendCode.Run(ctx, s.rdb, keys, code,
-		s.opts.CodeTTL.Milliseconds(), s.opts.SendInterval.Milliseconds(), s.opts.MaxSendInterval.Milliseconds(),
-		s.opts.FreeSends, s.opts.StreakWindow.Milliseconds(), s.opts.Deployment).Int64Slice()
+	res, err := lua.LoginSendCode(lua.LoginCodeKeys{Code: keys[phoneCode], Gap: keys[phoneGap], Streak: keys[phoneStreak]}, lua.LoginCode{
+		Code: code, TTL: s.opts.CodeTTL, Cooldown: s.opts.SendInterval, MaxCooldown: s.opts.MaxSendInterval,
+		FreeSends: s.opts.FreeSends, Streak: s.opts.StreakWindow, Deployment: s.opts.Deployment,
+	}).Run(ctx, s.rdb)
 	if err != nil {
 		return nil, fmt.Errorf("auth: storing login code: %w", err)
 	}
-	cooldown := time.Duration(res[1]) * time.Millisecond
-	if res[0] == sendInCooldown {
+	cooldown := res.Cooldown
+	if !res.Stored {
 		return nil, rateLimited("a code was sent to this phone recently", cooldown)
 	}
 	if err := s.opts.Sender.Send(ctx, phone, code); err != nil {
@@ -224,9 +257,6 @@ func (s *Service) SendCode(ctx context.Context, phone string) (*SentCode, error)
 	return out, nil
 }
 
-// sendInCooldown is login_send_code.lua's refusal.
-const sendInCooldown = -1
-
 // checkSendRates counts this send against the client's and the server-wide windows.
 func (s *Service) checkSendRates(ctx context.Context) error {
 	if addr := ClientAddress(ctx); addr != "" && !s.opts.SendsPerClient.Off() {
@@ -241,13 +271,12 @@ func (s *Service) checkSendRates(ctx context.Context) error {
 }
 
 func (s *Service) countSend(ctx context.Context, key string, r Rate, scope string) error {
-	res, err := lua.RateWindow.Run(ctx, s.rdb, []string{key}, r.Count, r.Window.Milliseconds()).Int64Slice()
+	res, err := lua.RateWindow(key, r.Count, r.Window).Run(ctx, s.rdb)
 	if err != nil {
 		return fmt.Errorf("auth: counting login code sends: %w", err)
 	}
-	if res[0] == 0 {
-		return rateLimited(fmt.Sprintf("too many login codes requested %s (at most %d per %s)", scope, r.Count, r.Window),
-			time.Duration(res[1])*time.Millisecond)
+	if !res.Allowed {
+		return rateLimited(fmt.Sprintf("too many login codes requested %s (at most %d per %s)", scope, r.Count, r.Window), res.RetryIn)
 	}
 	return nil
 }
@@ -265,23 +294,20 @@ func (s *Service) Login(ctx context.Context, phone, code string) (string, *ent.U
 	if len(code) != 6 || strings.Trim(code, "0123456789") != "" {
 		return "", nil, apperr.Invalid("code", "invalid code: expected 6 digits")
 	}
-	res, err := lua.LoginVerifyCode.Run(ctx, s.rdb, []string{s.keys.code(phone)}, code, s.opts.MaxTries, s.opts.Deployment).Int64()
+	res, err := lua.LoginVerifyCode(s.keys.code(phone), code, s.opts.MaxTries, s.opts.Deployment).Run(ctx, s.rdb)
 	if err != nil {
 		return "", nil, fmt.Errorf("auth: checking login code: %w", err)
 	}
 	switch res {
-	case codeWrong:
+	case lua.CodeWrong:
 		return "", nil, apperr.Invalid("code", "wrong code")
-	case codeForeign:
+	case lua.CodeForeign:
 		s.refuseForeign(ctx, kindCode, "phone", MaskPhone(phone))
 		fallthrough // the client learns nothing about the other deployment
-	case codeMissing:
+	case lua.CodeMissing:
 		return "", nil, apperr.Invalid("code", "no valid code for this phone: request a new one")
-	case codeLocked:
+	case lua.CodeLocked:
 		return "", nil, apperr.Invalid("code", "too many wrong tries: request a new code")
-	case codeRight:
-	default:
-		return "", nil, fmt.Errorf("auth: checking login code: unexpected reply %d", res)
 	}
 	u, err := s.upsertUser(ctx, phone)
 	if err != nil {
@@ -291,7 +317,8 @@ func (s *Service) Login(ctx context.Context, phone, code string) (string, *ent.U
 	if err != nil {
 		return "", nil, err
 	}
-	key := s.SessionKey(token)
+	sum := sha256.Sum256([]byte(token))
+	key := s.keys.session(sum)
 	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, key, map[string]any{
 			"id": u.ID, "phone": u.Phone, "nickname": u.Nickname, "icon": u.Icon, "role": string(u.Role),
@@ -303,6 +330,11 @@ func (s *Service) Login(ctx context.Context, phone, code string) (string, *ent.U
 	if err != nil {
 		return "", nil, fmt.Errorf("auth: storing session: %w", err)
 	}
+	// Just written with a full TTL: this process answers it from memory for SessionCache and
+	// slides it first after SlideEvery.
+	now := time.Now()
+	s.recent.Add(sum, recentSession{read: now, slid: now,
+		session: &Session{UserID: u.ID, Phone: u.Phone, Nickname: u.Nickname, Icon: u.Icon, Role: u.Role}})
 	return token, u, nil
 }
 
@@ -347,18 +379,28 @@ type Session struct {
 // IsAdmin reports whether the session's user has role ADMIN.
 func (s *Session) IsAdmin() bool { return s.Role == user.RoleADMIN }
 
-// Authenticate resolves a token to its session and slides the session's TTL.
+// Authenticate resolves a token to its session and slides the session's TTL (at most once per
+// SlideEvery). A session read from Redis less than SessionCache ago is answered from memory.
 // It returns (nil, nil) when the token is unknown or expired.
 func (s *Service) Authenticate(ctx context.Context, token string) (*Session, error) {
 	if !plausibleToken(token) {
 		return nil, nil
 	}
-	key := s.SessionKey(token)
+	sum := sha256.Sum256([]byte(token))
+	now := time.Now()
+	last, known := s.recent.Get(sum)
+	if known && now.Sub(last.read) < s.opts.SessionCache {
+		return last.session, nil
+	}
+	slide := !known || now.Sub(last.slid) >= s.opts.SlideEvery
+	key := s.keys.session(sum)
 	var get *redis.MapStringStringCmd
 	var err error
 	add := func(p redis.Pipeliner) {
 		get = p.HGetAll(ctx, key)
-		p.PExpire(ctx, key, s.opts.SessionTTL)
+		if slide {
+			p.PExpire(ctx, key, s.opts.SessionTTL)
+		}
 	}
 	if s.opts.Pipe != nil {
 		if err = s.opts.Pipe.Do(ctx, add); err == nil {
@@ -373,21 +415,33 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Session, err
 	m := get.Val()
 	id, err := strconv.Atoi(m["id"])
 	if len(m) == 0 || err != nil {
+		s.recent.Remove(sum)
 		return nil, nil
 	}
 	if m[deploymentField] != s.opts.Deployment {
+		s.recent.Remove(sum)
 		s.refuseForeign(ctx, kindSession, "minted_by", m[deploymentField])
 		return nil, nil
 	}
-	return &Session{UserID: id, Phone: m["phone"], Nickname: m["nickname"], Icon: m["icon"], Role: user.Role(m["role"])}, nil
+	sess := &Session{UserID: id, Phone: m["phone"], Nickname: m["nickname"], Icon: m["icon"], Role: user.Role(m["role"])}
+	entry := recentSession{session: sess, read: now, slid: last.slid}
+	if slide {
+		entry.slid = now
+	}
+	s.recent.Add(sum, entry)
+	return sess, nil
 }
 
-// Logout ends the session of token. It reports whether a session existed.
+// Logout ends the session of token. It reports whether a session existed. This process
+// forgets the session at once (a request of token reading Redis at that very moment may
+// remember it for SessionCache more); other servers within their SessionCache.
 func (s *Service) Logout(ctx context.Context, token string) (bool, error) {
 	if !plausibleToken(token) {
 		return false, nil
 	}
-	n, err := s.rdb.Del(ctx, s.SessionKey(token)).Result()
+	sum := sha256.Sum256([]byte(token))
+	n, err := s.rdb.Del(ctx, s.keys.session(sum)).Result()
+	s.recent.Remove(sum) // also when Redis failed: the next request asks Redis
 	if err != nil {
 		return false, fmt.Errorf("auth: deleting session: %w", err)
 	}
@@ -398,15 +452,6 @@ func (s *Service) Logout(ctx context.Context, token string) (bool, error) {
 func (s *Service) SessionTTL(ctx context.Context, token string) (time.Duration, error) {
 	return s.rdb.PTTL(ctx, s.SessionKey(token)).Result()
 }
-
-// Replies of login_verify_code.lua.
-const (
-	codeRight   = 1
-	codeWrong   = 0
-	codeMissing = -1 // never sent, or expired
-	codeLocked  = -2 // too many wrong tries
-	codeForeign = -3 // sent by another deployment
-)
 
 // deploymentField names the deployment that minted a code or a session, in its hash.
 const deploymentField = "deployment"
@@ -472,8 +517,9 @@ func (k Keyspace) Phone(phone string) []string {
 }
 
 // Session returns the key of token's session: a SHA-256 of the token, never the token.
-func (k Keyspace) Session(token string) string {
-	sum := sha256.Sum256([]byte(token))
+func (k Keyspace) Session(token string) string { return k.session(sha256.Sum256([]byte(token))) }
+
+func (k Keyspace) session(sum [sha256.Size]byte) string {
 	return k.prefix + "token:" + hex.EncodeToString(sum[:])
 }
 

@@ -286,7 +286,9 @@ func TestLoginSessionLifecycle(t *testing.T) { testenv.EachRedis(t, testLoginSes
 
 func testLoginSessionLifecycle(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
-	svc, sender, db := newService(t, rdb, auth.Options{SessionTTL: 30 * time.Minute})
+	// Every request reads Redis and slides (the defaults remember and throttle: see
+	// TestSessionSlidesAtMostOncePerSlideEvery).
+	svc, sender, db := newService(t, rdb, auth.Options{SessionTTL: 30 * time.Minute, SessionCache: -1, SlideEvery: -1})
 	phone := testenv.Phone()
 	if _, err := svc.SendCode(ctx, phone); err != nil {
 		t.Fatal(err)
@@ -373,5 +375,99 @@ func testAdminPhonesGetAdminRole(t *testing.T, rdb redis.UniversalClient) {
 	}
 	if s, _ := svc.Authenticate(ctx, token); s == nil || !s.IsAdmin() {
 		t.Fatalf("session %+v is not admin", s)
+	}
+}
+
+// loginFor logs a fresh phone in on svc and returns its token.
+func loginFor(t *testing.T, svc *auth.Service, sender *captureSender) string {
+	t.Helper()
+	ctx := context.Background()
+	phone := testenv.Phone()
+	if _, err := svc.SendCode(ctx, phone); err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := svc.Login(ctx, phone, sender.code(phone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// A logout through one server is honoured by another (two Services sharing Redis and the
+// deployment, as two processes do) within the other's SessionCache; through the server
+// itself at once.
+func TestLogoutHonouredAcrossServersWithinSessionCache(t *testing.T) {
+	testenv.EachRedis(t, testLogoutHonouredAcrossServers)
+}
+
+func testLogoutHonouredAcrossServers(t *testing.T, rdb redis.UniversalClient) {
+	ctx := context.Background()
+	const bound = 300 * time.Millisecond
+	a, sender, db := newService(t, rdb, auth.Options{SessionCache: bound})
+	b := auth.New(rdb, db.Ent, auth.Options{SessionCache: bound})
+	token := loginFor(t, a, sender)
+	for _, svc := range []*auth.Service{a, b} {
+		if s, err := svc.Authenticate(ctx, token); s == nil || err != nil {
+			t.Fatalf("before logout: %v, %v", s, err)
+		}
+	}
+	if ok, err := a.Logout(ctx, token); !ok || err != nil {
+		t.Fatalf("logout: %v %v", ok, err)
+	}
+	if s, _ := a.Authenticate(ctx, token); s != nil {
+		t.Fatal("the server that logged out still answers the session")
+	}
+	loggedOut := time.Now()
+	for {
+		s, err := b.Authenticate(ctx, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s == nil {
+			break
+		}
+		if time.Since(loggedOut) > bound {
+			t.Fatalf("the other server still answers the session %v after the logout (bound %v)", time.Since(loggedOut), bound)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A session is slid at most once per SlideEvery by one process; with a negative SlideEvery on
+// every request read from Redis.
+func TestSessionSlidesAtMostOncePerSlideEvery(t *testing.T) {
+	testenv.EachRedis(t, testSessionSlides)
+}
+
+func testSessionSlides(t *testing.T, rdb redis.UniversalClient) {
+	ctx := context.Background()
+	const slide = 400 * time.Millisecond
+	svc, sender, db := newService(t, rdb, auth.Options{SessionCache: -1, SlideEvery: slide})
+	token := loginFor(t, svc, sender)
+	key := svc.SessionKey(token)
+	ttl := func() time.Duration { return rdb.PTTL(ctx, key).Val() }
+	authenticate := func(svc *auth.Service) {
+		t.Helper()
+		if s, err := svc.Authenticate(ctx, token); s == nil || err != nil {
+			t.Fatalf("authenticate: %v, %v", s, err)
+		}
+	}
+	authenticate(svc) // login slid it just now: not again before SlideEvery
+	rdb.PExpire(ctx, key, 10*time.Second)
+	authenticate(svc)
+	if got := ttl(); got > 10*time.Second {
+		t.Fatalf("TTL = %v: slid again within SlideEvery", got)
+	}
+	time.Sleep(slide)
+	authenticate(svc)
+	if got := ttl(); got < 29*time.Minute {
+		t.Fatalf("TTL = %v after SlideEvery: not slid", got)
+	}
+	every := auth.New(rdb, db.Ent, auth.Options{SessionCache: -1, SlideEvery: -1})
+	authenticate(every)
+	rdb.PExpire(ctx, key, 10*time.Second)
+	authenticate(every)
+	if got := ttl(); got < 29*time.Minute {
+		t.Fatalf("TTL = %v with SlideEvery < 0: not slid on every request", got)
 	}
 }

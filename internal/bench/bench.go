@@ -9,6 +9,7 @@
 //	lock               lock acquire/release rate and pub/sub wake-up latency, uncontended and contended
 //	seckill            the flash sale under load, in-process or over HTTP, invariants verified after
 //	drain              the order stream consumer into MySQL next to raw multi-value INSERTs
+//	subscriptions      live updates: N order + M stock watchers over graphql-transport-ws, idle cost and latency
 //
 // seckill and drain take the server's configuration (app.ConfigFlags: SURGE_REDIS_ADDRS,
 // SURGE_MYSQL_DSN, SURGE_NAMESPACE, ... and the same flags) instead of -redis-addrs alone.
@@ -16,6 +17,13 @@
 // Every scenario prints a short human summary and, as its last stdout line, one JSON object with
 // its figures. It works in keys of its own (a random run id in every key) and deletes them all
 // before it returns, also on an error or an interrupt. Every loop is bounded in count and time.
+//
+// Why the load tool ships inside the server binary rather than as its own command under cmd/:
+// an operator who has the server has the tool, at the same version, with nothing else to
+// build or copy onto a load host; and seckill and drain read the very configuration the
+// server reads (app.ConfigFlags), so a measurement runs against the settings that will serve
+// the sale, not a copy that drifts. It costs the binary some size but no start-up time:
+// nothing here runs unless `surge bench` is called.
 package bench
 
 import (
@@ -36,6 +44,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/internal/commalist"
 )
 
 // Command runs `surge bench <args>` on the process's stdout/stderr; SIGINT or SIGTERM cancel it
@@ -59,6 +69,7 @@ var scenarios = []scenario{
 	{name: "idgen", help: "ids/s of one process, plain and segment mode, next to redis-benchmark INCR in the same run", run: runIDGen},
 	{name: "lock", help: "lock acquire/release per second, uncontended and contended; wake-up latency of handovers between clients", run: runLock},
 	{name: "seckill", help: "load test of the flash sale (in-process or over HTTP): throughput, latency, outcomes, invariants verified, vs redis-benchmark", run: runSeckill},
+	{name: "subscriptions", help: "orderStatus + voucherStock watchers over graphql-transport-ws: idle Redis/SQL/CPU/RSS/goroutines, CREATED and stock latency", run: runSubscriptions},
 	{name: "drain", help: "order stream consumer into MySQL (rows/s) next to raw 500-row multi-value INSERTs of the same rows", run: runDrain},
 	{name: workerScenario, run: runStampedeWorker, hidden: true},
 }
@@ -108,15 +119,7 @@ func newFlags(name string, out *output) (*flag.FlagSet, *common) {
 	return fs, c
 }
 
-func (c *common) addrList() []string {
-	var out []string
-	for _, a := range strings.Split(c.addrs, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
-}
+func (c *common) addrList() []string { return commalist.Split(c.addrs) }
 
 // client connects to the Redis of the flags and checks that it answers.
 func (c *common) client(ctx context.Context, poolSize int) (redis.UniversalClient, error) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/surgekit/surge/internal/app"
+	"github.com/surgekit/surge/internal/commalist"
 )
 
 const seckillHelp = `surge bench seckill: a load test of the flash-sale flow, with its invariants checked after.
@@ -153,11 +154,7 @@ type listFlag []string
 
 func (l *listFlag) String() string { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error {
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l = append(*l, p)
-		}
-	}
+	*l = append(*l, commalist.Split(v)...)
 	return nil
 }
 

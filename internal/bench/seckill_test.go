@@ -16,7 +16,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -356,8 +355,8 @@ func startServe(t *testing.T, env []string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &syncWriter{w: &stderr}
+	stderr := &testenv.SyncBuffer{} // read while the process still writes
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -410,17 +409,6 @@ func startServe(t *testing.T, env []string) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // Three `surge serve` processes (the built binary) on one Redis and one MariaDB database, the

@@ -31,8 +31,9 @@ var chromiumNames = []string{"chromium", "chromium-browser", "google-chrome", "g
 // Chromium returns the path of a Chromium (or Chrome) binary: /usr/bin/chromium
 // if it exists, else the first of chromium, chromium-browser, google-chrome or
 // google-chrome-stable found on PATH.
-func Chromium() (string, error) {
-	const debian = "/usr/bin/chromium"
+func Chromium() (string, error) { return findChromium("/usr/bin/chromium") }
+
+func findChromium(debian string) (string, error) {
 	if fi, err := os.Stat(debian); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 		return debian, nil
 	}

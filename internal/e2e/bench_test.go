@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -29,12 +31,13 @@ import (
 // redis-benchmark -c 50 (README, Benchmarks).
 func BenchmarkSeckillOverHTTP(b *testing.B) {
 	vars := map[string]string{
-		"SURGE_REDIS_ADDRS":  testenv.RedisAddr(),
-		"SURGE_MYSQL_DSN":    testenv.MySQL(b),
-		"SURGE_MODE":         "dev",
-		"SURGE_SEED":         "true",
-		"SURGE_SECKILL_RATE": "-1",
-		"SURGE_NAMESPACE":    "bench" + testenv.Phone(),
+		"SURGE_REDIS_ADDRS":     testenv.RedisAddr(),
+		"SURGE_MYSQL_DSN":       testenv.MySQL(b),
+		"SURGE_MYSQL_MAX_CONNS": strconv.Itoa(testenv.MySQLConns()),
+		"SURGE_MODE":            "dev",
+		"SURGE_SEED":            "true",
+		"SURGE_SECKILL_RATE":    "-1",
+		"SURGE_NAMESPACE":       "bench" + testenv.Phone(),
 	}
 	cfg, err := app.ParseConfig(nil, func(k string) string {
 		if v, ok := vars[k]; ok {
@@ -115,8 +118,10 @@ func postConcurrently(b *testing.B, url string, tokens []string, body []byte) {
 	var next atomic.Int64
 	b.SetParallelism(100)
 	if f := os.Getenv("BENCH_CPUPROFILE"); f != "" {
-		// The measured part only (go test -cpuprofile would include the logins).
-		out, err := os.Create(f)
+		// The measured part only (go test -cpuprofile would include the logins), one file per
+		// benchmark (x.prof: x-BenchmarkHTTPFloor.prof…), the last round's.
+		ext := filepath.Ext(f)
+		out, err := os.Create(strings.TrimSuffix(f, ext) + "-" + b.Name() + ext)
 		if err != nil {
 			b.Fatal(err)
 		}

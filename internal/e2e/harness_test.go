@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -68,11 +69,12 @@ func startWith(t *testing.T, vars map[string]string, tweak ...func(*app.Config))
 			return v
 		}
 		return map[string]string{
-			"SURGE_REDIS_ADDRS":  testenv.RedisAddr(),
-			"SURGE_MYSQL_DSN":    testenv.MySQL(t),
-			"SURGE_ADMIN_PHONES": admin,
-			"SURGE_SEED":         "true",
-			"SURGE_NAMESPACE":    ns, // tests share Redis, not databases
+			"SURGE_REDIS_ADDRS":     testenv.RedisAddr(),
+			"SURGE_MYSQL_DSN":       testenv.MySQL(t),
+			"SURGE_MYSQL_MAX_CONNS": strconv.Itoa(testenv.MySQLConns()),
+			"SURGE_ADMIN_PHONES":    admin,
+			"SURGE_SEED":            "true",
+			"SURGE_NAMESPACE":       ns, // tests share Redis, not databases
 			// Some tests log in more clients from 127.0.0.1 than the production limit per
 			// address allows (hostile_test tests it behind a proxy header).
 			"SURGE_LOGIN_SEND_RATE_IP": "off",

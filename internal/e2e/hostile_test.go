@@ -20,7 +20,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -50,25 +49,8 @@ type surgeProc struct {
 	cmd    *exec.Cmd
 	url    string // http://127.0.0.1:PORT
 	ns     string // its SURGE_NAMESPACE
-	stderr *lockedBuffer
+	stderr *testenv.SyncBuffer
 	done   chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 var playgroundLine = regexp.MustCompile(`^surge: playground at http://(\S+)/$`)
@@ -77,7 +59,7 @@ var playgroundLine = regexp.MustCompile(`^surge: playground at http://(\S+)/$`)
 // until /healthz answers 200. The process is killed at cleanup; its stderr is logged on failure.
 func startSurge(t *testing.T, vars map[string]string) *surgeProc {
 	t.Helper()
-	p := &surgeProc{t: t, ns: vars["SURGE_NAMESPACE"], stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &surgeProc{t: t, ns: vars["SURGE_NAMESPACE"], stderr: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(testenv.SurgeBinary(t))
 	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		"SURGE_ADDR=127.0.0.1:0", "SURGE_DATA_DIR=" + t.TempDir()}
@@ -261,12 +243,13 @@ func nested(open, middle, closer string, n int) string {
 func productionVars(t *testing.T, admin string) map[string]string {
 	t.Helper()
 	return map[string]string{
-		"SURGE_NAMESPACE":    testNamespace(t, testenv.Redis(t)),
-		"SURGE_REDIS_ADDRS":  testenv.RedisAddr(),
-		"SURGE_MYSQL_DSN":    testenv.MySQL(t),
-		"SURGE_MODE":         "production",
-		"SURGE_ADMIN_PHONES": admin,
-		"SURGE_SEED":         "true",
+		"SURGE_NAMESPACE":       testNamespace(t, testenv.Redis(t)),
+		"SURGE_REDIS_ADDRS":     testenv.RedisAddr(),
+		"SURGE_MYSQL_DSN":       testenv.MySQL(t),
+		"SURGE_MYSQL_MAX_CONNS": strconv.Itoa(testenv.MySQLConns()),
+		"SURGE_MODE":            "production",
+		"SURGE_ADMIN_PHONES":    admin,
+		"SURGE_SEED":            "true",
 		// Tests share 127.0.0.1 and one Redis: per-client send limits are tested with a proxy
 		// header of their own (item 3), not on the shared loopback address.
 		"SURGE_LOGIN_SEND_RATE_IP": "off",

@@ -16,7 +16,9 @@ const (
 )
 
 func TestLoginFlow(t *testing.T) {
-	e := start(t)
+	// Every request reads its session from Redis and slides it (by default a server answers a
+	// session from memory for 1 s and slides it once a minute: internal/auth's tests).
+	e := start(t, func(c *app.Config) { c.SessionCache, c.SessionSlide = 0, 0 })
 	ctx := context.Background()
 	rdb := e.app.Redis
 	phone := testenv.Phone()

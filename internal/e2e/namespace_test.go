@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,11 +37,12 @@ func deploy(t *testing.T, redisAddr, ns string, extra map[string]string) *deploy
 	t.Helper()
 	admin := testenv.Phone()
 	vars := map[string]string{
-		"SURGE_REDIS_ADDRS":  redisAddr,
-		"SURGE_MYSQL_DSN":    testenv.MySQL(t),
-		"SURGE_NAMESPACE":    ns,
-		"SURGE_ADMIN_PHONES": admin,
-		"SURGE_SEED":         "true",
+		"SURGE_REDIS_ADDRS":     redisAddr,
+		"SURGE_MYSQL_DSN":       testenv.MySQL(t),
+		"SURGE_MYSQL_MAX_CONNS": strconv.Itoa(testenv.MySQLConns()),
+		"SURGE_NAMESPACE":       ns,
+		"SURGE_ADMIN_PHONES":    admin,
+		"SURGE_SEED":            "true",
 	}
 	for k, v := range extra {
 		vars[k] = v

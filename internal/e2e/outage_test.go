@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/surgekit/surge/internal/store"
 	"io"
 	"net/http"
 	"slices"
@@ -92,7 +93,7 @@ func globalStatus(t *testing.T, root *sql.DB, name string) int {
 // per server they exceeded it and grabs failed with "Too many connections".
 func TestThreeServersFitDefaultMaxConnections(t *testing.T) {
 	m, root := mariaDB151(t)
-	e := start(t, func(c *app.Config) { c.MySQLDSN = m.DSN })
+	e := start(t, func(c *app.Config) { c.MySQLDSN = m.DSN; c.MySQLMaxConns = store.DefaultMaxConns }) // not the suite's budget
 	servers := []*env{e, e.another(), e.another()}
 	if _, err := root.Exec("FLUSH STATUS"); err != nil { // resets Max_used_connections
 		t.Fatal(err)
@@ -131,7 +132,9 @@ func TestThreeServersFitDefaultMaxConnections(t *testing.T) {
 // connections"), requests are answered UNAVAILABLE (retry shortly), never INTERNAL.
 func TestDatabaseOutOfConnectionsIsUnavailable(t *testing.T) {
 	m, root := mariaDB151(t)
-	e := start(t, func(c *app.Config) { c.MySQLDSN = m.DSN })
+	// The default pool, not the suite's budget: the server must want more connections than
+	// MariaDB gives (its private server shares nothing).
+	e := start(t, func(c *app.Config) { c.MySQLDSN = m.DSN; c.MySQLMaxConns = store.DefaultMaxConns })
 	_, shopID := firstTypeAndShop(e)
 	if _, err := root.Exec(fmt.Sprintf("SET GLOBAL max_connections = %d", globalStatus(t, root, "Threads_connected"))); err != nil {
 		t.Fatal(err)
@@ -166,7 +169,9 @@ func TestDatabaseOutOfConnectionsIsUnavailable(t *testing.T) {
 // need Redis answer UNAVAILABLE too.
 func TestSessionStoreOutageIsUnavailable(t *testing.T) {
 	redisSrv := testenv.StartRedis(t)
-	e := start(t, func(c *app.Config) { c.RedisAddrs = []string{redisSrv.Addr} })
+	// No session cache: a session read from Redis is otherwise answered from memory for
+	// SURGE_SESSION_CACHE (1 s), outage or not.
+	e := start(t, func(c *app.Config) { c.RedisAddrs, c.SessionCache = []string{redisSrv.Addr}, 0 })
 	u := e.login(testenv.Phone())
 	ws := e.ws(map[string]any{"Authorization": "Bearer " + u}, nil)
 	redisSrv.Kill()

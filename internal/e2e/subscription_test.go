@@ -325,11 +325,11 @@ func TestSubscriptionsOverWebsocket(t *testing.T) {
 	}
 	a.complete("again")
 
-	// Stopping a subscription (client "complete") stops the stream and, being the last, the poller.
+	// Stopping a subscription (client "complete") stops the stream and, being the last, the topic.
 	anon.stop("s")
-	waitFor(t, "the hub to stop its pollers", func() bool {
+	waitFor(t, "the hub to drop its topics", func() bool {
 		st := e.app.Live.Stats()
-		return st.StockPollers == 0 && st.StockSubscribers == 0 && st.OrderPollers == 0 && st.OrderSubscribers == 0
+		return st.StockTopics == 0 && st.StockSubscribers == 0 && st.OrderTopics == 0 && st.OrderSubscribers == 0
 	})
 }
 
@@ -436,11 +436,11 @@ func TestSubscriptionsLeaveNothingBehind(t *testing.T) {
 		clients = append(clients, c)
 	}
 	st := e.app.Live.Stats()
-	if st.StockPollers != 1 || st.StockSubscribers != 6 || st.OrderPollers != 1 || st.OrderSubscribers != 6 {
-		t.Fatalf("stats %+v: want one poller per voucher and per order for 6 subscribers each", st)
+	if st.StockTopics != 1 || st.StockSubscribers != 6 || st.OrderTopics != 1 || st.OrderSubscribers != 6 {
+		t.Fatalf("stats %+v: want one topic per voucher and per order for 6 subscribers each", st)
 	}
-	if n := goroutines("internal/live."); n < 2+12 {
-		t.Fatalf("%d live goroutines, want 2 pollers + 12 forwarders", n)
+	if n := goroutines("internal/live.(*feed"); n < 12 {
+		t.Fatalf("%d live goroutines, want 12 forwarders", n)
 	}
 	// Abrupt disconnects, normal closes, and "complete" for each operation.
 	for i, c := range clients {
@@ -456,8 +456,8 @@ func TestSubscriptionsLeaveNothingBehind(t *testing.T) {
 	}
 	waitFor(t, "every subscription to end", func() bool {
 		st := e.app.Live.Stats()
-		return st.StockPollers == 0 && st.StockSubscribers == 0 && st.OrderPollers == 0 && st.OrderSubscribers == 0 &&
-			goroutines("internal/live.") == 0 && goroutines("graph.(*subscriptionResolver)") == 0
+		return st.StockTopics == 0 && st.StockSubscribers == 0 && st.OrderTopics == 0 && st.OrderSubscribers == 0 &&
+			goroutines("internal/live.(*feed") == 0 && goroutines("graph.(*subscriptionResolver)") == 0
 	})
 }
 

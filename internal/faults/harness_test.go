@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -65,7 +63,7 @@ func startSurge(t *testing.T, env ...string) *proc {
 	t.Helper()
 	bin := surgeBinary(t)
 	p := &proc{t: t, log: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
-	lines := &lineWriter{ch: make(chan string, 16)}
+	lines := testenv.NewLineWriter(16)
 	p.cmd = exec.Command(bin, "serve")
 	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "SURGE_ADDR=127.0.0.1:0"}, env...)
 	p.cmd.Stdout, p.cmd.Stderr = lines, p.log
@@ -84,7 +82,7 @@ func startSurge(t *testing.T, env ...string) *proc {
 	defer deadline.Stop()
 	for p.base == "" {
 		select {
-		case line := <-lines.ch:
+		case line := <-lines.Lines():
 			if m := urlLine.FindStringSubmatch(line); m != nil {
 				p.base = m[1]
 			}
@@ -173,6 +171,7 @@ func newWorld(t *testing.T, dsn, redisAddr string, stock, users int) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxConns(testenv.MySQLConns())
 	if err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +213,7 @@ func newWorld(t *testing.T, dsn, redisAddr string, stock, users int) *world {
 func (w *world) env(consumer bool, claimIdle time.Duration) []string {
 	return []string{
 		"SURGE_REDIS_ADDRS=" + w.addr, "SURGE_MYSQL_DSN=" + w.dsn, "SURGE_MODE=production",
-		"SURGE_NAMESPACE=" + w.ns, "SURGE_SECKILL_RATE=-1",
+		"SURGE_NAMESPACE=" + w.ns, "SURGE_SECKILL_RATE=-1", fmt.Sprintf("SURGE_MYSQL_MAX_CONNS=%d", testenv.MySQLConns()),
 		fmt.Sprintf("SURGE_SECKILL_CONSUMER=%v", consumer), "SURGE_SECKILL_CLAIM_IDLE=" + claimIdle.String(),
 	}
 }
@@ -447,26 +446,4 @@ func (b *tailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.b)
-}
-
-// lineWriter sends each complete line on ch, dropping lines when nobody reads.
-type lineWriter struct {
-	partial []byte
-	ch      chan string
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.partial = append(w.partial, p...)
-	for {
-		i := bytes.IndexByte(w.partial, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		line := strings.TrimRight(string(w.partial[:i]), "\r")
-		w.partial = w.partial[i+1:]
-		select {
-		case w.ch <- line:
-		default:
-		}
-	}
 }

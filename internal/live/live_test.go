@@ -139,6 +139,20 @@ func want[V comparable](t *testing.T, ch <-chan V, w V, within time.Duration) {
 	}
 }
 
+// wantAllEndCreated reads every order stream to its end: each must end with CREATED.
+func wantAllEndCreated(t *testing.T, chans []<-chan seckillorder.Status) {
+	t.Helper()
+	for i, ch := range chans {
+		var last seckillorder.Status
+		for s := range ch {
+			last = s
+		}
+		if last != seckillorder.StatusCREATED {
+			t.Errorf("order %d: stream ended at %q", i, last)
+		}
+	}
+}
+
 func wantClosed[V any](t *testing.T, ch <-chan V, within time.Duration) {
 	t.Helper()
 	if v, ok := next(t, ch, within); ok {
@@ -155,7 +169,8 @@ func wantNothing[V any](t *testing.T, ch <-chan V, during time.Duration) {
 	}
 }
 
-// liveGoroutines counts goroutines running code of package live (pollers, forwarders).
+// liveGoroutines counts the subscribers' goroutines of package live (forwarders; the Hub's
+// own two run until Close).
 func liveGoroutines() (int, string) {
 	buf := make([]byte, 1<<20)
 	for {
@@ -169,7 +184,7 @@ func liveGoroutines() (int, string) {
 	count := 0
 	var dump strings.Builder
 	for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
-		if bytes.Contains(g, []byte("surge/internal/live.")) && !bytes.Contains(g, []byte("live_test.")) {
+		if bytes.Contains(g, []byte("surge/internal/live.(*feed")) && !bytes.Contains(g, []byte("live_test.")) {
 			count++
 			dump.Write(g)
 			dump.WriteString("\n\n")
@@ -185,7 +200,7 @@ func noLeaks(t *testing.T, h *live.Hub) {
 	for {
 		n, dump := liveGoroutines()
 		st := h.Stats()
-		if n == 0 && st.StockPollers == 0 && st.StockSubscribers == 0 && st.OrderPollers == 0 && st.OrderSubscribers == 0 {
+		if n == 0 && st.StockTopics == 0 && st.StockSubscribers == 0 && st.OrderTopics == 0 && st.OrderSubscribers == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -281,9 +296,11 @@ func TestStockThrottleDeliversLatest(t *testing.T) {
 	t.Logf("%d messages: %v", len(msgs), msgs)
 }
 
-func TestSubscribersShareOnePoller(t *testing.T) {
+// TestSubscribersShareNothingWhileIdle: subscribers of a voucher share its topic, and while
+// nothing changes the Hub reads nothing (it used to poll each voucher every 100 ms).
+func TestSubscribersShareNothingWhileIdle(t *testing.T) {
 	e := newEnv(t, testenv.Redis(t))
-	h := e.hub(live.Options{StockInterval: 100 * time.Millisecond, StockThrottle: -1})
+	h := e.hub(live.Options{StockInterval: 100 * time.Millisecond, StockThrottle: -1, SweepInterval: time.Hour})
 	v := e.voucher(10, false)
 	other := e.voucher(10, false)
 	user := e.users(1)[0]
@@ -304,27 +321,27 @@ func TestSubscribersShareOnePoller(t *testing.T) {
 	}
 	want(t, otherCh, 10, time.Second)
 	st := h.Stats()
-	if st.StockPollers != 2 || st.StockSubscribers != n+1 {
-		t.Fatalf("stats %+v: want 2 pollers (one per voucher) and %d subscribers", st, n+1)
+	if st.StockTopics != 2 || st.StockSubscribers != n+1 {
+		t.Fatalf("stats %+v: want 2 topics (one per voucher) and %d subscribers", st, n+1)
 	}
-	before := st.StockPolls
+	time.Sleep(300 * time.Millisecond) // the start's catch-up
+	before := h.Stats().StockReads
 	time.Sleep(time.Second)
-	polls := h.Stats().StockPolls - before
-	// Two pollers at 100 ms: ~20 polls a second, whatever the number of subscribers.
-	if polls < 10 || polls > 25 {
-		t.Errorf("%d polls in 1 s for 2 vouchers and %d subscribers: want ~20", polls, n+1)
+	if reads := h.Stats().StockReads - before; reads != 0 {
+		t.Errorf("%d stock reads in 1 s without a change, want none", reads)
 	}
 	e.grab(user, v)
 	for _, ch := range chans {
 		want(t, ch, 9, time.Second)
 	}
-	// The last subscriber of a voucher leaving stops its poller; the other voucher's goes on.
+	wantNothing(t, otherCh, 200*time.Millisecond)
+	// The last subscriber of a voucher leaving removes its topic; the other voucher's stays.
 	cancel()
 	for _, ch := range chans {
 		wantClosed(t, ch, time.Second)
 	}
 	deadline := time.Now().Add(2 * time.Second)
-	for st = h.Stats(); st.StockPollers != 1 || st.StockSubscribers != 1; st = h.Stats() {
+	for st = h.Stats(); st.StockTopics != 1 || st.StockSubscribers != 1; st = h.Stats() {
 		if time.Now().After(deadline) {
 			t.Fatalf("stats %+v after the first voucher's subscribers left", st)
 		}
@@ -364,7 +381,8 @@ func TestSlowSubscriberGetsLatest(t *testing.T) {
 
 func TestStockUnknownAndNotReady(t *testing.T) {
 	e := newEnv(t, testenv.Redis(t))
-	h := e.hub(live.Options{StockInterval: 20 * time.Millisecond})
+	// Changes made behind the service's back announce nothing: the sweep finds them.
+	h := e.hub(live.Options{StockInterval: 20 * time.Millisecond, SweepInterval: 100 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if _, err := h.Stock(ctx, 1<<40); !errors.Is(err, live.ErrNotFound) {
@@ -418,8 +436,8 @@ func TestOrderStatusStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		want(t, again, seckillorder.StatusQUEUED, time.Second)
-		if st := h.Stats(); st.OrderPollers != 1 || st.OrderSubscribers != 2 {
-			t.Fatalf("stats %+v: want 1 order poller, 2 subscribers", st)
+		if st := h.Stats(); st.OrderTopics != 1 || st.OrderSubscribers != 2 {
+			t.Fatalf("stats %+v: want 1 order topic, 2 subscribers", st)
 		}
 		wantNothing(t, ch, 250*time.Millisecond)
 
@@ -456,7 +474,7 @@ func TestOrderStatusNeverVanishes(t *testing.T) {
 	e := newEnv(t, testenv.Redis(t))
 	var mu sync.Mutex
 	var failures []string
-	h := e.hub(live.Options{OrderInterval: 2 * time.Millisecond, OnError: func(_ context.Context, err error) {
+	h := e.hub(live.Options{OnError: func(_ context.Context, err error) {
 		mu.Lock()
 		failures = append(failures, err.Error())
 		mu.Unlock()
@@ -478,15 +496,7 @@ func TestOrderStatusNeverVanishes(t *testing.T) {
 		}
 	}
 	e.consume(e.service())
-	for i, ch := range chans {
-		var last seckillorder.Status
-		for s := range ch {
-			last = s
-		}
-		if last != seckillorder.StatusCREATED {
-			t.Errorf("order %d: stream ended at %q", i, last)
-		}
-	}
+	wantAllEndCreated(t, chans)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(failures) > 0 {
@@ -498,7 +508,8 @@ func TestOrderStatusNeverVanishes(t *testing.T) {
 func TestOrderVanishingEndsWithNotFound(t *testing.T) {
 	e := newEnv(t, testenv.Redis(t))
 	errs := make(chan error, 1)
-	h := e.hub(live.Options{OnError: func(_ context.Context, err error) { errs <- err }})
+	// Done behind the service's back, the change is found by the sweep.
+	h := e.hub(live.Options{SweepInterval: 100 * time.Millisecond, OnError: func(_ context.Context, err error) { errs <- err }})
 	v := e.voucher(5, false)
 	user := e.users(1)[0]
 	order := e.grab(user, v)

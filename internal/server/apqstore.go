@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/redisctx"
@@ -32,11 +33,27 @@ const (
 	defaultAPQTimeout  = 500 * time.Millisecond
 )
 
-// APQStore keeps the documents of automatic persisted queries in Redis, by their SHA-256.
+// APQStore keeps the documents of automatic persisted queries in Redis, by their SHA-256,
+// and the ones this server used lately in memory too: a document never changes under its
+// hash, so a hit in memory is as good as one in Redis and saves the round trip. Those are
+// renewed in Redis at most once per renewEvery.
 type APQStore struct {
-	rdb  redis.UniversalClient
-	opts APQOptions
+	rdb    redis.UniversalClient
+	opts   APQOptions
+	recent *lru.Cache[string, recentDocument]
 }
+
+// recentDocument is a document this server stored or found, and when it last renewed its TTL.
+type recentDocument struct {
+	doc     string
+	renewed time.Time
+}
+
+// recentDocuments bounds the documents kept in memory (at most MaxBytes each).
+const recentDocuments = 512
+
+// renewEvery is how often a document in use is renewed in Redis: a small share of its TTL.
+func (s *APQStore) renewEvery() time.Duration { return s.opts.TTL / 24 }
 
 // NewAPQStore returns a store on rdb; zero options take their defaults.
 func NewAPQStore(rdb redis.UniversalClient, o APQOptions) *APQStore {
@@ -49,14 +66,20 @@ func NewAPQStore(rdb redis.UniversalClient, o APQOptions) *APQStore {
 	if o.Timeout <= 0 {
 		o.Timeout = defaultAPQTimeout
 	}
-	return &APQStore{rdb: rdb, opts: o}
+	recent, _ := lru.New[string, recentDocument](recentDocuments) // only a size ≤ 0 fails
+	return &APQStore{rdb: rdb, opts: o, recent: recent}
 }
 
 func (s *APQStore) key(hash string) string { return s.opts.Prefix + ":apq:" + hash }
 
-// Get returns the document stored under hash and renews its TTL (one GETEX); ok is false when
+// Get returns the document stored under hash and renews its TTL (one GETEX, unless this
+// server found or stored it less than renewEvery ago: then from memory); ok is false when
 // there is none.
 func (s *APQStore) Get(ctx context.Context, hash string) (doc string, ok bool, err error) {
+	now := time.Now()
+	if r, hit := s.recent.Get(hash); hit && now.Sub(r.renewed) < s.renewEvery() {
+		return r.doc, true, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	doc, err = redisctx.Do(ctx, s.rdb, func(ctx context.Context) (string, error) {
@@ -65,7 +88,11 @@ func (s *APQStore) Get(ctx context.Context, hash string) (doc string, ok bool, e
 	if errors.Is(err, redis.Nil) {
 		return "", false, nil
 	}
-	return doc, err == nil, err
+	if err != nil {
+		return "", false, err
+	}
+	s.recent.Add(hash, recentDocument{doc: doc, renewed: now})
+	return doc, true, nil
 }
 
 // Put stores doc under hash (which the caller checked), unless doc is over MaxBytes.
@@ -75,7 +102,12 @@ func (s *APQStore) Put(ctx context.Context, hash, doc string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	return redisctx.Err(ctx, s.rdb, func(ctx context.Context) error {
+	now := time.Now()
+	err := redisctx.Err(ctx, s.rdb, func(ctx context.Context) error {
 		return s.rdb.Set(ctx, s.key(hash), doc, s.opts.TTL).Err()
 	})
+	if err == nil {
+		s.recent.Add(hash, recentDocument{doc: doc, renewed: now})
+	}
+	return err
 }

@@ -25,13 +25,26 @@ func TestAPQStore(t *testing.T) {
 		if err := s.Put(ctx, sha256Hex(doc), doc); err != nil {
 			t.Fatal(err)
 		}
-		// A hit renews the TTL.
+		// A hit in Redis (on another server: this one remembers what it stored) renews the TTL.
+		other := NewAPQStore(rdb, APQOptions{Prefix: prefix, TTL: time.Minute, MaxBytes: 64})
 		rdb.Expire(ctx, s.key(sha256Hex(doc)), time.Second)
-		if got, ok, err := s.Get(ctx, sha256Hex(doc)); got != doc || !ok || err != nil {
+		if got, ok, err := other.Get(ctx, sha256Hex(doc)); got != doc || !ok || err != nil {
 			t.Fatalf("Get: %q %v %v", got, ok, err)
 		}
 		if ttl := rdb.TTL(ctx, s.key(sha256Hex(doc))).Val(); ttl <= 50*time.Second {
 			t.Errorf("TTL after a hit: %v, want about a minute", ttl)
+		}
+		// Within renewEvery (TTL/24) a server answers what it stored or found from memory,
+		// with no Redis call: gone from Redis, the document still comes back, unchanged
+		// (a hash names one document forever).
+		rdb.Del(ctx, s.key(sha256Hex(doc)))
+		for name, store := range map[string]*APQStore{"stored": s, "found": other} {
+			if got, ok, err := store.Get(ctx, sha256Hex(doc)); got != doc || !ok || err != nil {
+				t.Errorf("Get from memory (%s): %q %v %v", name, got, ok, err)
+			}
+		}
+		if _, ok, _ := NewAPQStore(rdb, APQOptions{Prefix: prefix}).Get(ctx, sha256Hex(doc)); ok {
+			t.Error("a server that never saw the document found it in Redis after its deletion")
 		}
 		// Over MaxBytes: not stored.
 		if err := s.Put(ctx, sha256Hex(big), big); err != nil {
@@ -56,7 +69,7 @@ func TestAPQStoreOnFrozenRedis(t *testing.T) {
 	srv.Freeze()
 	defer srv.Thaw()
 	for name, call := range map[string]func() error{
-		"Get": func() error { _, _, err := s.Get(context.Background(), "h"); return err },
+		"Get": func() error { _, _, err := s.Get(context.Background(), "h-unseen"); return err },
 		"Put": func() error { return s.Put(context.Background(), "h2", "{ b }") },
 	} {
 		start := time.Now()

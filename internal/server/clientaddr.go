@@ -5,22 +5,11 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-
-	"github.com/surgekit/surge/internal/auth"
 )
 
 // ipv6ClientBits is the prefix that stands for one IPv6 client: a host is given a /64, and
 // counting its 2^64 addresses one by one would give it that many budgets.
 const ipv6ClientBits = 64
-
-// withClientAddress resolves each request's client address (clientAddress) into the context,
-// for the limits per client: login code sends, WebSocket connections.
-func withClientAddress(next http.Handler, trustedHeader string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := auth.WithClientAddress(r.Context(), clientAddress(r, trustedHeader))
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
-}
 
 // clientAddress is the peer's address, or, when the server sits behind a proxy that sets
 // trustedHeader, the last address of that header: the one the proxy appended (entries before

@@ -14,21 +14,6 @@ import (
 // CodeTimeout is the code of a field whose work was cut off at the request's deadline.
 const CodeTimeout apperr.Code = "TIMEOUT"
 
-// withDeadline gives every plain HTTP request a deadline that cancels its work (session
-// lookup, resolvers, Redis and database calls). WebSocket upgrades are left alone: the
-// connection lives on, and its operations get their deadline from operationDeadline.
-func withDeadline(next http.Handler, timeout time.Duration) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isUpgrade(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), timeout)
-		defer cancel()
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
-}
-
 func isUpgrade(r *http.Request) bool { return r.Header.Get("Upgrade") != "" }
 
 // operationDeadline gives queries and mutations that arrive without a deadline (over a

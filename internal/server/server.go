@@ -141,10 +141,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.AroundResponses(capErrors)
 
 	var h http.Handler = srv
-	h = withSessions(res.Auth, opts.Logger, h)
-	h = withDeadline(h, opts.RequestTimeout)
-	h = limitConnections(h, opts.WebsocketConnections)
-	h = withClientAddress(h, opts.TrustedProxyHeader)
+	h = withRequestContext(h, res.Auth, opts.Logger, opts)
 	return withCORS(h, opts.CORS) // outermost: refusals (429, 503) must reach the page too
 }
 

@@ -56,13 +56,36 @@ func unavailable(err error) bool {
 		redis.IsMasterDownError(err) || redis.IsMaxClientsError(err) || redis.IsReadOnlyError(err)
 }
 
-// withSessions resolves the bearer token (sliding its session) into the request's context. An
-// unknown token makes the request anonymous (fields that need a user answer UNAUTHENTICATED).
-// When the session store fails, the request is not run as anonymous (that would log users out
-// silently): it is answered 503 with a GraphQL error UNAVAILABLE and Retry-After.
-func withSessions(a *auth.Service, log *slog.Logger, next http.Handler) http.Handler {
+// withRequestContext prepares each request's context in one step (one copy of the request
+// rather than one per layer):
+//   - the client's address (clientAddress), for the limits per client;
+//   - a WebSocket upgrade from an address that holds opts.WebsocketConnections connections
+//     already is refused (429); the slot is given back when the connection ends (gqlgen's
+//     transport serves a connection for as long as it lives);
+//   - any other request gets its deadline (opts.RequestTimeout), which cancels its work
+//     (session lookup, resolvers, Redis and database calls); a WebSocket's operations get
+//     theirs from operationDeadline;
+//   - the bearer token is resolved (sliding its session). An unknown token makes the request
+//     anonymous (fields that need a user answer UNAUTHENTICATED). When the session store
+//     fails, the request is not run as anonymous (that would log users out silently): it is
+//     answered 503 with a GraphQL error UNAVAILABLE and Retry-After.
+func withRequestContext(next http.Handler, a *auth.Service, log *slog.Logger, opts *Options) http.Handler {
+	conns := &clientConnections{open: map[string]int{}, max: opts.WebsocketConnections}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, err := a.WithToken(r.Context(), auth.BearerToken(r))
+		addr := clientAddress(r, opts.TrustedProxyHeader)
+		ctx := auth.WithClientAddress(r.Context(), addr)
+		if isUpgrade(r) {
+			if !conns.take(addr) {
+				refuseConnection(w, conns.max)
+				return
+			}
+			defer conns.give(addr)
+		} else {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, opts.RequestTimeout)
+			defer cancel()
+		}
+		ctx, err := a.WithToken(ctx, auth.BearerToken(r))
 		if err != nil {
 			log.WarnContext(ctx, "session store failed", "err", err)
 			writeUnavailable(w, r, sessionStoreMessage)

@@ -57,7 +57,7 @@ func websocketTransport(a *auth.Service, opts *Options) transport.Websocket {
 
 // websocketInit authenticates a connection: {"Authorization": "Bearer <token>"} in the
 // connection_init payload, else the Authorization header of the upgrade request (resolved by
-// withSessions before the upgrade). A missing or unknown token makes the connection
+// withRequestContext before the upgrade). A missing or unknown token makes the connection
 // anonymous, as over HTTP; fields that need a login answer UNAUTHENTICATED. A session store
 // failure refuses the connection.
 func websocketInit(a *auth.Service, opts *Options) transport.WebsocketInitFunc {
@@ -176,26 +176,12 @@ func (c *clientConnections) give(addr string) {
 	}
 }
 
-// limitConnections refuses a WebSocket upgrade (429) from a client address that holds max
-// connections already; the slot is given back when the connection ends (gqlgen's transport
-// serves a connection for as long as it lives).
-func limitConnections(next http.Handler, max int) http.Handler {
-	conns := &clientConnections{open: map[string]int{}, max: max}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !isUpgrade(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		addr := auth.ClientAddress(r.Context())
-		if !conns.take(addr) {
-			err := gqlerror.Errorf("too many WebSocket connections from this address (at most %d)", max)
-			errcode.Set(err, CodeWebsocketLimit)
-			writeResponse(w, mediaJSON, http.StatusTooManyRequests, struct {
-				Errors gqlerror.List `json:"errors"`
-			}{gqlerror.List{err}})
-			return
-		}
-		defer conns.give(addr)
-		next.ServeHTTP(w, r)
-	})
+// refuseConnection answers an upgrade from a client address that holds max WebSocket
+// connections already: 429 (see withRequestContext).
+func refuseConnection(w http.ResponseWriter, max int) {
+	err := gqlerror.Errorf("too many WebSocket connections from this address (at most %d)", max)
+	errcode.Set(err, CodeWebsocketLimit)
+	writeResponse(w, mediaJSON, http.StatusTooManyRequests, struct {
+		Errors gqlerror.List `json:"errors"`
+	}{gqlerror.List{err}})
 }

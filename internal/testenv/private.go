@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -66,19 +67,12 @@ func (r *RedisServer) Start() {
 	go func() { _ = cmd.Wait(); close(done) }()
 	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
 	defer c.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		select {
-		case <-done:
-			r.t.Fatalf("private redis-server on %s exited at start (port taken?)", r.Addr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-done
-			r.t.Fatal("private redis-server did not start")
-		}
-		time.Sleep(20 * time.Millisecond)
+	err := waitChild(cmd, done, 30*time.Second, 20*time.Millisecond, func() error { return c.Ping(context.Background()).Err() })
+	switch {
+	case errors.Is(err, errChildExited):
+		r.t.Fatalf("private redis-server on %s exited at start (port taken?)", r.Addr)
+	case err != nil:
+		r.t.Fatalf("private redis-server did not start: %v", err)
 	}
 	r.cmd, r.done = cmd, done
 }
@@ -96,13 +90,7 @@ func (r *RedisServer) signal(sig syscall.Signal) {
 	if r.cmd == nil {
 		return
 	}
-	_ = r.cmd.Process.Signal(sig)
-	select {
-	case <-r.done:
-	case <-time.After(30 * time.Second):
-		_ = r.cmd.Process.Kill()
-		<-r.done
-	}
+	stopChild(r.cmd, r.done, sig, 30*time.Second)
 	r.cmd = nil
 }
 

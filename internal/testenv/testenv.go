@@ -8,15 +8,20 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/big"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/internal/commalist"
 )
 
 func env(k, def string) string {
@@ -36,9 +41,10 @@ func Redis(t testing.TB) redis.UniversalClient {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
-		t.Fatalf("real Redis at %s is not answering (%v): run `make test` or scripts/ensure-redis.sh", RedisAddr(), err)
+		t.Fatalf("real Redis at %s is not answering (%v): start it with scripts/ensure-redis.sh", RedisAddr(), err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	TrackKeys(t, c)
 	return c
 }
 
@@ -46,13 +52,7 @@ func Redis(t testing.TB) redis.UniversalClient {
 // (SURGE_TEST_REDIS_CLUSTER_ADDRS, comma-separated, default 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103;
 // scripts/ensure-redis-cluster.sh starts that cluster and prints the variable).
 func ClusterAddrs() []string {
-	var addrs []string
-	for _, a := range strings.Split(env("SURGE_TEST_REDIS_CLUSTER_ADDRS", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"), ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
-		}
-	}
-	return addrs
+	return commalist.Split(env("SURGE_TEST_REDIS_CLUSTER_ADDRS", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"))
 }
 
 // Cluster returns a Cluster client to the real Redis Cluster, after checking that every master
@@ -68,7 +68,7 @@ func Cluster(t testing.TB) redis.UniversalClient {
 	fail := func(format string, args ...any) {
 		t.Helper()
 		_ = c.Close()
-		t.Fatalf("real Redis Cluster at %s %s: run `make test` or scripts/ensure-redis-cluster.sh",
+		t.Fatalf("real Redis Cluster at %s %s: start it with scripts/ensure-redis-cluster.sh",
 			strings.Join(addrs, ","), fmt.Sprintf(format, args...))
 	}
 	if err := c.Ping(ctx).Err(); err != nil {
@@ -88,6 +88,7 @@ func Cluster(t testing.TB) redis.UniversalClient {
 		fail("is not healthy (%v)", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	TrackKeys(t, c)
 	return c
 }
 
@@ -105,8 +106,27 @@ func baseDSN() string {
 	return env("SURGE_TEST_MYSQL_DSN", "surge:surge@tcp(127.0.0.1:3306)/surge_test?parseTime=true")
 }
 
+// MySQLConns is the most connections one pool of a test may open (SURGE_TEST_MYSQL_CONNS,
+// default 6). go test runs two packages at once here and a test runs up to three servers, so
+// the whole suite stays near 2 × 3 × 6 plus admin connections: it passes on a MariaDB with
+// max_connections=80 that another client shares.
+func MySQLConns() int {
+	if n, err := strconv.Atoi(os.Getenv("SURGE_TEST_MYSQL_CONNS")); err == nil && n > 0 {
+		return n
+	}
+	return 6
+}
+
+// staleOnce: one sweep of leftovers per test process is enough.
+var staleOnce sync.Once
+
+// staleAfter is the age past which a surge_test_* database is a crashed run's leftover.
+const staleAfter = time.Hour
+
 // MySQL creates a fresh database for the test and returns its DSN; the database is dropped
-// when the test ends.
+// when the test ends, failed or not. Databases a crashed run left behind (older than an hour)
+// are dropped on the way. A server out of connections (Error 1040) is retried for a while
+// before the test fails with what it said.
 func MySQL(t testing.TB) string {
 	t.Helper()
 	cfg, err := mysql.ParseDSN(baseDSN())
@@ -119,24 +139,76 @@ func MySQL(t testing.TB) string {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	admin.SetMaxOpenConns(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := admin.PingContext(ctx); err != nil {
-		t.Fatalf("real MariaDB at %s is not answering (%v): run `make test` or scripts/ensure-mariadb.sh", cfg.Addr, err)
+	name := fmt.Sprintf("surge_test_%d_%s", time.Now().Unix(), randHex(4)) // the time lets a later run tell a leftover
+	create := func() error {
+		_, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+		return err
 	}
-	name := "surge_test_" + randHex(6)
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
-		t.Fatalf("creating test database: %v", err)
+	if err := retryTooMany(ctx, create); err != nil {
+		t.Fatalf("real MariaDB at %s: creating a test database: %v (start it with scripts/ensure-mariadb.sh)", cfg.Addr, err)
 	}
+	staleOnce.Do(func() { dropStale(ctx, admin) })
 	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		db, err := sql.Open("mysql", cfg.FormatDSN())
-		if err == nil {
-			_, _ = db.Exec("DROP DATABASE IF EXISTS `" + name + "`")
-			_ = db.Close()
+		if err != nil {
+			return
+		}
+		defer db.Close()
+		drop := func() error { _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); return err }
+		if err := retryTooMany(ctx, drop); err != nil {
+			t.Logf("testenv: dropping %s: %v", name, err)
 		}
 	})
 	cfg.DBName = name
 	return cfg.FormatDSN()
+}
+
+// retryTooMany runs fn until it succeeds, fails with another error than "too many
+// connections" (1040, or 1203 for a user's limit), or ctx ends.
+func retryTooMany(ctx context.Context, fn func() error) error {
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		err := fn()
+		var me *mysql.MySQLError
+		if err == nil || !errors.As(err, &me) || (me.Number != 1040 && me.Number != 1203) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (still after %v)", err, context.Cause(ctx))
+		case <-time.After(pause):
+		}
+	}
+}
+
+// dropStale drops surge_test_<unix seconds>_* databases older than staleAfter (a killed test
+// run cannot clean up). Another run's young databases are left alone. Only the name is read:
+// a join of information_schema's SCHEMATA and TABLES while other tests drop databases crashed
+// MariaDB 10.11 (signal 11).
+func dropStale(ctx context.Context, admin *sql.DB) {
+	rows, err := admin.QueryContext(ctx, `SHOW DATABASES LIKE 'surge\\_test\\_%'`)
+	if err != nil {
+		return
+	}
+	var stale []string
+	for rows.Next() {
+		var name string
+		if rows.Scan(&name) != nil {
+			continue
+		}
+		created, _, ok := strings.Cut(strings.TrimPrefix(name, "surge_test_"), "_")
+		if sec, err := strconv.ParseInt(created, 10, 64); ok && err == nil && time.Since(time.Unix(sec, 0)) > staleAfter {
+			stale = append(stale, name)
+		}
+	}
+	rows.Close()
+	for _, n := range stale {
+		_, _ = admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+n+"`")
+	}
 }
 
 // Phone returns a random valid phone number so tests sharing one Redis never collide.
@@ -165,5 +237,6 @@ func Another(t testing.TB, rdb redis.UniversalClient) redis.UniversalClient {
 		t.Fatalf("testenv.Another: unexpected client %T", rdb)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	TrackKeys(t, c)
 	return c
 }
