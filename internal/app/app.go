@@ -118,7 +118,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	})
 	a.closers = append(a.closers, func() error { a.Live.Close(); return nil })
 	a.registerPoolStats(registry)
-	persisted, err := a.persistedQueries()
+	persisted, err := a.persistedQueries(registry)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 }
 
 // persistedQueries loads the trusted documents, or sets up the APQ store in Redis.
-func (a *App) persistedQueries() (server.PersistedQueries, error) {
+func (a *App) persistedQueries(registry prometheus.Registerer) (server.PersistedQueries, error) {
 	cfg := a.Config
 	if cfg.TrustedDocuments != "" {
 		docs, err := server.LoadTrustedDocuments(cfg.TrustedDocuments)
@@ -165,6 +165,7 @@ func (a *App) persistedQueries() (server.PersistedQueries, error) {
 	}
 	return server.PersistedQueries{APQ: server.NewAPQStore(a.Redis, server.APQOptions{
 		Prefix: cfg.Namespace, TTL: cfg.APQTTL, MaxBytes: cfg.APQMaxBytes,
+		PerClient: cfg.APQRateIP, Global: cfg.APQRateGlobal, Registerer: registry,
 	})}, nil
 }
 

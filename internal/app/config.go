@@ -96,6 +96,10 @@ type Config struct {
 	APQ         bool
 	APQTTL      time.Duration
 	APQMaxBytes int
+	// APQRateIP and APQRateGlobal are SURGE_APQ_RATE_IP, -apq-rate-ip (100/10m) and
+	// SURGE_APQ_RATE_GLOBAL, -apq-rate-global (2000/10m): documents stored per client address
+	// and server-wide, "N/window" or "off". A registration over either runs but is not stored.
+	APQRateIP, APQRateGlobal auth.Rate
 	// TrustedDocuments is SURGE_TRUSTED_DOCUMENTS, -trusted-documents: a manifest of the
 	// clients' persisted documents (GraphQL Codegen's client preset, Relay, or Apollo's
 	// format); when set, only its operations run and APQ is off.
@@ -186,6 +190,8 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	corsMaxAge := fs.Duration("cors-max-age", ev.duration("SURGE_CORS_MAX_AGE", 10*time.Minute), "how long browsers may cache a CORS preflight (SURGE_CORS_MAX_AGE)")
 	apq := fs.String("apq", env("SURGE_APQ", ""), "accept automatic persisted queries (Apollo), stored in Redis: true/false (SURGE_APQ; default true)")
 	apqTTL := fs.Duration("apq-ttl", ev.duration("SURGE_APQ_TTL", 24*time.Hour), "how long a persisted query stays in Redis after its last use (SURGE_APQ_TTL)")
+	apqRateIP := fs.String("apq-rate-ip", env("SURGE_APQ_RATE_IP", ""), `persisted queries stored per client address, "N/window" or "off"; one over it runs, not stored (SURGE_APQ_RATE_IP; default 100/10m)`)
+	apqRateGlobal := fs.String("apq-rate-global", env("SURGE_APQ_RATE_GLOBAL", ""), `persisted queries stored server-wide, "N/window" or "off" (SURGE_APQ_RATE_GLOBAL; default 2000/10m)`)
 	apqMaxBytes := fs.Int("apq-max-bytes", ev.int("SURGE_APQ_MAX_BYTES", 32<<10), "largest document stored as a persisted query; larger ones run but are not stored (SURGE_APQ_MAX_BYTES)")
 	trusted := fs.String("trusted-documents", env("SURGE_TRUSTED_DOCUMENTS", ""), "manifest of trusted documents (JSON: id → document, or Apollo's persisted query manifest); when set, only these operations run (SURGE_TRUSTED_DOCUMENTS)")
 	batchMax := fs.Int("batch-max", ev.int("SURGE_BATCH_MAX", 0), "most operations in one batched request (a JSON array); 0 refuses batches (SURGE_BATCH_MAX)")
@@ -266,6 +272,12 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			return Config{}, err
 		}
 		if c.APQ, err = parseBool("apq", *apq, true); err != nil {
+			return Config{}, err
+		}
+		if c.APQRateIP, err = parseRate("apq-rate-ip", *apqRateIP, defaultAPQRateIP); err != nil {
+			return Config{}, err
+		}
+		if c.APQRateGlobal, err = parseRate("apq-rate-global", *apqRateGlobal, defaultAPQRateGlobal); err != nil {
 			return Config{}, err
 		}
 		if c.APQTTL <= 0 || c.APQMaxBytes <= 0 {
@@ -382,6 +394,13 @@ func (c Config) CORS() server.CORS {
 var (
 	defaultSendRateIP     = auth.Rate{Count: 20, Window: time.Hour}
 	defaultSendRateGlobal = auth.Rate{Count: 1000, Window: time.Minute}
+)
+
+// Default persisted-query registration rates: an application's documents are registered once,
+// by its first client; a client making up documents cannot fill Redis at its request rate.
+var (
+	defaultAPQRateIP     = auth.Rate{Count: 100, Window: 10 * time.Minute}
+	defaultAPQRateGlobal = auth.Rate{Count: 2000, Window: 10 * time.Minute}
 )
 
 // productionOnly is r in production mode and no limit in dev mode, where codes are returned

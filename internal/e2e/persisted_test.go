@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -374,5 +375,60 @@ func TestTrustedDocuments(t *testing.T) {
 	body, _ = json.Marshal(map[string]any{"documentId": "types-v1"})
 	if r := a.send(mustRequest(http.MethodPost, a.url+"/query", body, "application/json")); len(list(r.Data, "shopTypes")) != 10 {
 		t.Errorf("Apollo manifest, documentId: %s", r.Raw)
+	}
+}
+
+// TestPersistedQueryRegistrationsAreBounded: a client making up distinct valid documents (an
+// alias each) cannot store them at its request rate. Past SURGE_APQ_RATE_IP per client address
+// and SURGE_APQ_RATE_GLOBAL server-wide a registration still runs, but is not stored, and is
+// counted.
+func TestPersistedQueryRegistrationsAreBounded(t *testing.T) {
+	e := startWith(t, map[string]string{
+		"SURGE_APQ_RATE_IP": "3/1m", "SURGE_APQ_RATE_GLOBAL": "5/1m", "SURGE_TRUSTED_PROXY_HEADER": "X-Real-IP",
+	})
+	cleanAPQ(t, e)
+	rdb := testenv.Redis(t)
+	stored := 0
+	register := func(client string, i int) {
+		t.Helper()
+		doc := fmt.Sprintf(`{ a%d: __typename }`, i)
+		hash := sha256Hex(doc)
+		raw, _ := json.Marshal(map[string]any{"query": doc,
+			"extensions": map[string]any{"persistedQuery": map[string]any{"version": 1, "sha256Hash": hash}}})
+		req := mustRequest(http.MethodPost, e.url+"/query", raw, "application/json")
+		req.Header.Set("X-Real-IP", client)
+		if r := e.send(req); r.Status != http.StatusOK || len(r.Errors) > 0 || r.Data == nil {
+			t.Fatalf("registration %d from %s: %d %s; want it run", i, client, r.Status, r.Raw)
+		}
+		if rdb.Exists(context.Background(), e.app.Config.Namespace+":apq:"+hash).Val() == 1 {
+			stored++
+		}
+	}
+	for i := range 4 {
+		register("192.0.2.1", i)
+	}
+	if stored != 3 {
+		t.Errorf("one client registered 4 documents: %d stored, want 3 (SURGE_APQ_RATE_IP)", stored)
+	}
+	for i := 4; i < 7; i++ {
+		register("192.0.2.2", i)
+	}
+	if stored != 5 {
+		t.Errorf("two clients registered 7 documents: %d stored, want 5 (SURGE_APQ_RATE_GLOBAL)", stored)
+	}
+	for outcome, want := range map[string]float64{"stored": 5, "rate_limited": 2} {
+		if got := e.metric(`surge_apq_registrations_total{outcome="` + outcome + `"}`); got != want {
+			t.Errorf("surge_apq_registrations_total{outcome=%q} = %v, want %v", outcome, got, want)
+		}
+	}
+	// The counters live under the namespace and expire with their window.
+	keys, _ := rdb.Keys(context.Background(), e.app.Config.Namespace+":apq-rate:*").Result()
+	if len(keys) != 3 {
+		t.Errorf("rate keys %v, want one per client and one server-wide", keys)
+	}
+	for _, k := range keys {
+		if ttl := rdb.TTL(context.Background(), k).Val(); ttl <= 0 || ttl > time.Minute {
+			t.Errorf("%s: TTL %v, want (0, 1m]", k, ttl)
+		}
 	}
 }

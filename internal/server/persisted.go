@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -189,7 +190,10 @@ func (r persistedRegister) MutateOperationContext(ctx context.Context, op *graph
 	if ctx.Value(overGETKey{}) != nil && op.Operation.Operation != ast.Query {
 		return nil
 	}
-	if err := r.store.Put(ctx, reg.hash, op.RawQuery); err != nil {
+	switch err := r.store.Put(ctx, reg.hash, op.RawQuery); {
+	case errors.Is(err, ErrAPQRateLimited):
+		r.log.DebugContext(ctx, "persisted query not stored: over the registration limit; the client will send it in full again")
+	case err != nil:
 		r.log.WarnContext(ctx, "persisted query not stored: the client will send it in full again", "err", err)
 	}
 	return nil
