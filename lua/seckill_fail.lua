@@ -7,7 +7,8 @@
 -- KEYS[1] orders stream   KEYS[2] dead-letter stream   KEYS[3] stock   KEYS[4] buyers
 -- ARGV[1] group   ARGV[2] entry id   ARGV[3] user ('' if unknown)   ARGV[4] order ('' if unknown)
 -- ARGV[5] restore stock (1/0)   ARGV[6] reason   ARGV[7] deliveries   ARGV[8] dead-letter max length
--- Returns 1 if this call settled the entry, 0 if it was already settled.
+-- Returns 1 if this call settled the entry, 0 if it was already settled. The dead-letter stream
+-- takes the orders stream's TTL.
 local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
 if #e == 0 then
   redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) -- a pending id whose entry is gone: nothing to settle
@@ -26,6 +27,12 @@ end
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'entry', ARGV[2], 'o', ARGV[4], 'u', ARGV[3],
   'reason', ARGV[6], 'deliveries', ARGV[7])
+-- Dead letters expire with the sale's other keys (the orders stream carries their expiry; the
+-- FAILED rows stay in the database).
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
 redis.call('XDEL', KEYS[1], ARGV[2])
 if ARGV[3] ~= '' and redis.call('HGET', KEYS[4], ARGV[3]) == ARGV[4] then
   redis.call('HDEL', KEYS[4], ARGV[3])

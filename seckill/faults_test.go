@@ -185,6 +185,11 @@ func TestPoisonEntryIsDeadLettered(t *testing.T) {
 		if dead[0].Values["o"] != fmt.Sprint(bad) || !strings.Contains(dead[0].Values["reason"].(string), "poisoned order") {
 			t.Fatalf("dead letter %v, want order %d with the database's reason", dead[0].Values, bad)
 		}
+		// Dead letters grow with failed orders: they expire with the sale's other keys (the
+		// FAILED rows stay in the database).
+		if ttl, want := rdb.PTTL(ctx, k.Dead).Val(), rdb.PTTL(ctx, k.Meta).Val(); ttl <= 0 || (ttl-want).Abs() > time.Minute {
+			t.Errorf("dead-letter stream TTL %v, want the sale's (%v)", ttl, want)
+		}
 		o, err := s.Order(ctx, poisoned, bad)
 		if err != nil || o == nil || o.Status != seckillorder.StatusFAILED {
 			t.Fatalf("poisoned order: %+v %v, want FAILED", o, err)

@@ -72,7 +72,8 @@ type Options struct {
 	ClaimIdle time.Duration
 	// MaxDeliveries is how many deliveries an entry gets before it is dead-lettered. (5)
 	MaxDeliveries int64
-	// DeadLetterMaxLen caps each voucher's dead-letter stream (approximately). (100 000)
+	// DeadLetterMaxLen caps each voucher's dead-letter stream (approximately). (100 000) The stream
+	// expires with the sale's other keys, a week after its end; each order in it is a FAILED row.
 	DeadLetterMaxLen int64
 	// Linger keeps reading a voucher's stream this long after its sale ended. (1 h)
 	Linger time.Duration
