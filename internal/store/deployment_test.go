@@ -15,8 +15,7 @@ import (
 func TestDeploymentID(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.MySQL(t)
-	// The schema first (ent's migration is not safe to run concurrently on an empty database),
-	// then servers racing to create the id.
+	// The schema first, then servers racing to create the id.
 	setup := mustOpen(t)(store.OpenMySQL(dsn))
 	migratedID(t, setup)
 	if _, err := setup.SQL.ExecContext(ctx, "DROP TABLE surge_settings"); err != nil {
@@ -91,4 +90,32 @@ func migratedID(t *testing.T, db *store.DB) string {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// Servers of a new deployment started together (a rollout of several replicas on a fresh
+// database) all migrate it: ent's migration alone is not safe to run concurrently (each
+// creates the same tables, the losers fail with "table already exists").
+func TestConcurrentMigrateOnEmptyDatabase(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.MySQL(t)
+	const servers = 4
+	errs := make([]error, servers)
+	var wg sync.WaitGroup
+	for i := range servers {
+		wg.Go(func() {
+			db, err := store.OpenMySQL(dsn)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer db.Close()
+			errs[i] = db.Migrate(ctx)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("server %d: %v", i, err)
+		}
+	}
 }

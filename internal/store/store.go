@@ -117,8 +117,45 @@ func wrap(db *sql.DB, d string) *DB {
 // no longer declares are dropped, columns are never dropped. It also gives a new database its
 // deployment id (DeploymentID).
 func (d *DB) Migrate(ctx context.Context) error {
+	unlock, err := d.migrationLock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := d.Ent.Schema.Create(ctx, migrate.WithDropIndex(true)); err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
 	return d.ensureDeploymentID(ctx)
+}
+
+// migrationWait bounds how long a server waits for another one migrating the same database.
+const migrationWait = 2 * time.Minute
+
+// migrationLock serialises the migrations of one MySQL database (a named lock, GET_LOCK, held
+// by one connection): ent's migration is not safe to run concurrently, and servers of a new
+// deployment started together would fail with "table already exists". The lock is released
+// when the migration ends, or when its connection does. SQLite needs none: its file is one
+// process's embedded database.
+func (d *DB) migrationLock(ctx context.Context) (unlock func(), err error) {
+	if d.Dialect != dialect.MySQL {
+		return func() {}, nil
+	}
+	conn, err := d.SQL.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: migrate: %w", err)
+	}
+	const name = "CONCAT('surge_migrate:', SHA1(DATABASE()))" // names are server-wide, ≤ 64 characters
+	var got sql.NullInt64
+	err = conn.QueryRowContext(ctx, "SELECT GET_LOCK("+name+", ?)", int(migrationWait.Seconds())).Scan(&got)
+	if err == nil && got.Int64 != 1 {
+		err = fmt.Errorf("another server has been migrating this database for over %v", migrationWait)
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("store: migrate: waiting for the migration lock: %w", err)
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.Background(), "DO RELEASE_LOCK("+name+")")
+		_ = conn.Close()
+	}, nil
 }
