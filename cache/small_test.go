@@ -101,16 +101,22 @@ func testFailedLoadIsShared(t *testing.T) {
 	boom := errors.New("database down")
 	load := func(context.Context, string) (int, error) {
 		calls.Add(1)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // the others must be waiting before it fails
 		return 0, boom
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	for i := range errs {
-		c := newCache[int](t, cache.Options{Name: name})
-		wg.Add(1)
-		go func() { defer wg.Done(); _, errs[i] = c.GetOrLoad(ctx, "k", load) }()
+	// Every process is set up before any asks: one that asked only after the failure (a slow
+	// setup on a busy machine) would rightly load again.
+	caches := make([]*cache.Cache[int], 4)
+	for i := range caches {
+		caches[i] = newCache[int](t, cache.Options{Name: name})
 	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(caches))
+	start := make(chan struct{})
+	for i, c := range caches {
+		wg.Go(func() { <-start; _, errs[i] = c.GetOrLoad(ctx, "k", load) })
+	}
+	close(start)
 	wg.Wait()
 	for i, err := range errs {
 		if err == nil {
