@@ -22,9 +22,10 @@ import (
 // benchServer is the server bench subscriptions talks to: this process's app on a loopback
 // port, a re-executed `surge serve`, or a server someone started.
 type benchServer struct {
-	base string   // http://host:port
-	pid  int      // its process, for /proc
-	app  *app.App // in process: goroutines and Hub reads straight from it
+	base string      // http://host:port
+	pid  int         // its process, for /proc
+	app  *app.App    // in process: goroutines and Hub reads straight from it
+	cmds *cmdCounter // in process: the app's Redis commands
 	stop func()
 }
 
@@ -35,13 +36,14 @@ type serverSample struct {
 	rssMB      float64
 	goroutines int
 	hubReads   int64
+	redis      int64 // the server's Redis commands (out of process: pool round trips, a pipeline counts one)
 }
 
 func (s *benchServer) sample(ctx context.Context) (serverSample, error) {
 	smp := serverSample{at: time.Now(), cpu: procCPU(s.pid), rssMB: procRSSMB(s.pid)}
 	if s.app != nil {
 		st := s.app.Live.Stats()
-		smp.goroutines, smp.hubReads = runtime.NumGoroutine(), st.OrderReads+st.StockReads
+		smp.goroutines, smp.hubReads, smp.redis = runtime.NumGoroutine(), st.OrderReads+st.StockReads, s.cmds.n.Load()
 		return smp, nil
 	}
 	m, err := scrapeMetrics(ctx, s.base+"/metrics")
@@ -49,17 +51,18 @@ func (s *benchServer) sample(ctx context.Context) (serverSample, error) {
 		return smp, err
 	}
 	smp.goroutines, smp.hubReads = int(m["go_goroutines"]), int64(m["surge_live_reads_total"])
+	smp.redis = int64(m["surge_redis_pool_hits_total"] + m["surge_redis_pool_misses_total"])
 	return smp, nil
 }
 
-func startServerInProcess(a *app.App) (*benchServer, error) {
+func startServerInProcess(a *app.App, cmds *cmdCounter) (*benchServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	srv := &http.Server{Handler: a.Handler}
 	go func() { _ = srv.Serve(ln) }()
-	return &benchServer{base: "http://" + ln.Addr().String(), pid: os.Getpid(), app: a, stop: func() { _ = srv.Close() }}, nil
+	return &benchServer{base: "http://" + ln.Addr().String(), pid: os.Getpid(), app: a, cmds: cmds, stop: func() { _ = srv.Close() }}, nil
 }
 
 // startServerProcess runs this binary as `surge serve` with the config flags given to the
