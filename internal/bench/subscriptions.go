@@ -77,6 +77,8 @@ type SubscriptionsResult struct {
 	IdleCPUPct        float64   `json:"idle_cpu_pct"`              // the server process
 	RSSMB             float64   `json:"rss_mb"`                    // the server process, idle
 	Goroutines        int       `json:"goroutines"`                // the server process, idle
+	HeapInuseMB       float64   `json:"heap_inuse_mb"`             // the server's Go heap in use, idle (go_memstats_heap_inuse_bytes)
+	StackInuseMB      float64   `json:"stack_inuse_mb"`            // its goroutine stacks (go_memstats_stack_inuse_bytes)
 	BaseRSSMB         float64   `json:"base_rss_mb"`               // the server before the first connection
 	BaseGoroutines    int       `json:"base_goroutines"`
 	GoroutinesPerSub  float64   `json:"goroutines_per_subscription"` // (idle − base) / (N + M)
@@ -315,6 +317,7 @@ func runSubscriptions(ctx context.Context, args []string, out *output) error {
 	res.IdleHubReads = s1.hubReads - s0.hubReads
 	res.IdleCPUPct = round3(100 * (s1.cpu - s0.cpu).Seconds() / s1.at.Sub(s0.at).Seconds())
 	res.RSSMB, res.Goroutines = round3(s1.rssMB), s1.goroutines
+	res.HeapInuseMB, res.StackInuseMB = round3(s1.heapMB), round3(s1.stackMB)
 	subs := float64(*nOrders + *nStock)
 	res.GoroutinesPerSub = round3(float64(s1.goroutines-base.goroutines) / subs)
 	res.KBPerSub = round3((s1.rssMB - base.rssMB) * 1024 / subs)
@@ -322,8 +325,8 @@ func runSubscriptions(ctx context.Context, args []string, out *output) error {
 	res.ClientRSSMB = rssMB()
 	out.printf("  idle %.0f s: server Redis %.1f cmds/s (whole Redis %.1f/s), SQL %.1f/s (whole MariaDB), hub reads %d\n",
 		el, res.IdleAppRedisCmdsS, res.IdleRedisCmdsS, res.IdleSQLS, res.IdleHubReads)
-	out.printf("  server (%s): CPU %.1f %%, RSS %.0f MB (%.0f before connections), %d goroutines (%d before); per subscription %.2f goroutines, %.1f KB; client CPU %.1f %%, RSS %.0f MB\n",
-		mode, res.IdleCPUPct, res.RSSMB, res.BaseRSSMB, res.Goroutines, res.BaseGoroutines, res.GoroutinesPerSub, res.KBPerSub, res.ClientCPUPct, res.ClientRSSMB)
+	out.printf("  server (%s): CPU %.1f %%, RSS %.0f MB (%.0f before connections; Go heap in use %.0f MB, stacks %.0f MB), %d goroutines (%d before); per subscription %.2f goroutines, %.1f KB; client CPU %.1f %%, RSS %.0f MB\n",
+		mode, res.IdleCPUPct, res.RSSMB, res.BaseRSSMB, res.HeapInuseMB, res.StackInuseMB, res.Goroutines, res.BaseGoroutines, res.GoroutinesPerSub, res.KBPerSub, res.ClientCPUPct, res.ClientRSSMB)
 
 	// The consumer persists; CREATED latency against the event's publication.
 	events := a.Redis.Subscribe(ctx, a.Seckill.EventChannel())

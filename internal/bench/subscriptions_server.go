@@ -36,6 +36,8 @@ type serverSample struct {
 	rssMB      float64
 	goroutines int
 	hubReads   int64
+	heapMB     float64 // Go heap in use (spans with objects), stacks in use
+	stackMB    float64
 	redis      int64 // the server's Redis commands (out of process: pool round trips, a pipeline counts one)
 }
 
@@ -44,6 +46,9 @@ func (s *benchServer) sample(ctx context.Context) (serverSample, error) {
 	if s.app != nil {
 		st := s.app.Live.Stats()
 		smp.goroutines, smp.hubReads, smp.redis = runtime.NumGoroutine(), st.OrderReads+st.StockReads, s.cmds.n.Load()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		smp.heapMB, smp.stackMB = float64(ms.HeapInuse)/(1<<20), float64(ms.StackInuse)/(1<<20)
 		return smp, nil
 	}
 	m, err := scrapeMetrics(ctx, s.base+"/metrics")
@@ -51,6 +56,7 @@ func (s *benchServer) sample(ctx context.Context) (serverSample, error) {
 		return smp, err
 	}
 	smp.goroutines, smp.hubReads = int(m["go_goroutines"]), int64(m["surge_live_reads_total"])
+	smp.heapMB, smp.stackMB = m["go_memstats_heap_inuse_bytes"]/(1<<20), m["go_memstats_stack_inuse_bytes"]/(1<<20)
 	smp.redis = int64(m["surge_redis_pool_hits_total"] + m["surge_redis_pool_misses_total"])
 	return smp, nil
 }
