@@ -1,12 +1,10 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -52,7 +50,7 @@ func (p *websocketConns) Accept(w http.ResponseWriter, r *http.Request, options 
 			opts.Subprotocols = append(opts.Subprotocols, sp)
 		}
 	}
-	conn, err := websocket.Accept(smallBuffers{w}, r, &opts)
+	conn, err := websocket.Accept(w, r, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -99,33 +97,6 @@ func (p *websocketConns) keep() {
 		}
 		clear(conns)
 	}
-}
-
-// wsBufferSize is the size of a WebSocket connection's read and write buffers. The messages
-// of subscriptions are small; a larger message is read or written through in several steps.
-const wsBufferSize = 1 << 10
-
-// smallBuffers makes the hijacked connection that coder/websocket keeps for the connection's
-// life come with small bufio buffers instead of net/http's 4 KB reader and 4 KB writer: 6 KB
-// less per idle connection. net/http's reader stays when it already holds bytes the client
-// sent after its upgrade request.
-type smallBuffers struct{ http.ResponseWriter }
-
-func (w smallBuffers) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err != nil {
-		return conn, brw, err
-	}
-	if err := brw.Writer.Flush(); err != nil {
-		return conn, brw, err
-	}
-	br := brw.Reader
-	if br.Buffered() == 0 {
-		br = bufio.NewReaderSize(conn, wsBufferSize)
-	}
-	return conn, bufio.NewReadWriter(br, bufio.NewWriterSize(conn, wsBufferSize)), nil
 }
 
 // wsConn is one connection, as gqlgen's transport sees it (after gqlgen's own adapter of
