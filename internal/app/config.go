@@ -122,7 +122,8 @@ type Config struct {
 	// well above the time one batch takes to commit.
 	SeckillClaimIdle time.Duration
 	// StockThrottle is SURGE_STOCK_THROTTLE, -stock-throttle (200ms): the least time between
-	// two voucherStock subscription messages to one subscriber; 0 sends every change.
+	// two voucherStock subscription messages of one voucher (after the current value a new
+	// subscriber gets at once); 0 sends every change.
 	StockThrottle time.Duration
 	ShutdownGrace time.Duration
 	Observability
@@ -200,7 +201,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	consumer := fs.String("seckill-consumer", env("SURGE_SECKILL_CONSUMER", ""), "run the order stream consumer in this process: true/false (SURGE_SECKILL_CONSUMER; default true)")
 	claimIdle := fs.Duration("seckill-claim-idle", ev.duration("SURGE_SECKILL_CLAIM_IDLE", 30*time.Second), "how long an admitted order stays pending with a consumer before another one takes it over (SURGE_SECKILL_CLAIM_IDLE)")
 	observability := observabilityFlags(fs, ev)
-	stockThrottle := fs.Duration("stock-throttle", ev.duration("SURGE_STOCK_THROTTLE", 200*time.Millisecond), "least time between two voucherStock subscription messages to one subscriber; 0 sends every change (SURGE_STOCK_THROTTLE)")
+	stockThrottle := fs.Duration("stock-throttle", ev.duration("SURGE_STOCK_THROTTLE", 200*time.Millisecond), "least time between two voucherStock subscription messages of one voucher; 0 sends every change (SURGE_STOCK_THROTTLE)")
 	return func() (Config, error) {
 		// A variable that does not parse is fatal: falling back to the default would run the
 		// server with a setting nobody chose (SURGE_SECKILL_CLAIM_IDLE=30 meant 30 s).

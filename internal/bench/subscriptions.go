@@ -7,10 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -32,42 +29,74 @@ import (
 
 const subscriptionsHelp = `surge bench subscriptions: live updates under load, over a real graphql-transport-ws client.
 
-  surge bench subscriptions [-orders N] [-stock M] [-idle 5s] [config flags]
+  surge bench subscriptions [-orders N] [-stock M] [-idle 5s] [-server-process | -target URL -server-pid PID] [config flags]
 
-Builds the app in this process (app.New on the config's Redis and MySQL; MySQL is needed for
-the SQL count) and serves it on a loopback port. max(N, M) users log in; each opens one
-WebSocket connection (connection_init with its token); M of them subscribe voucherStock to one
-voucher. The N buyers then grab it (the service API, 100 at a time) and subscribe orderStatus
-to their order, which stays QUEUED: the consumer is not running yet. During the idle window
-nothing changes and the tool measures what the server spends on the open subscriptions: Redis
-commands/s of the app's client (and of the whole Redis, INFO commandstats), SQL/s (MariaDB's
-global Questions), CPU and RSS of this process (server and client together), goroutines. Then
-it starts the consumer and measures, per order, CREATED's arrival at the client after the
-CREATED event was published (the bench listens on the event channel itself; the event leaves
-right after the row's commit), and per stock watcher the arrival of the final stock after the
-last grab. The last stdout line is one JSON object.
+The bench builds the app in this process (app.New on the config's Redis and MySQL; MySQL is
+needed for the SQL count) for logins, grabs and the consumer. The server the clients talk to is
+
+  (default)         this app, served on a loopback port: server and client share one process,
+                    so CPU, RSS and goroutines are those of both;
+  -server-process   this binary re-executed as "surge serve" with the same config flags on a
+                    loopback port (killed at the end): the server's CPU and RSS come from
+                    /proc/<pid>, its goroutines from its /metrics (go_goroutines);
+  -target URL       a server someone started on the same Redis, MySQL and namespace (dev mode,
+                    -seckill-consumer=false, -ws-max-connections-per-ip above max(N, M), /metrics
+                    on URL), with -server-pid its process id on this machine.
+
+max(N, M) users log in; each opens one WebSocket connection (connection_init with its token);
+M of them subscribe voucherStock to one voucher. The N buyers then grab it (this process's
+service API, 100 at a time) and subscribe orderStatus to their order, which stays QUEUED: the
+consumer is not running yet. During the idle window nothing changes and the tool measures what
+the server spends on the open subscriptions: Redis commands/s (the server's; the whole Redis,
+INFO commandstats), SQL/s (MariaDB's global Questions), the server's CPU, RSS and goroutines,
+and per subscription the server's goroutines and RSS above its figures before the first
+connection. Then this process starts the consumer and measures, per order, CREATED's arrival
+at the client after the CREATED event was published (the bench listens on the event channel
+itself; the event leaves right after the row's commit), and per stock watcher the arrival of
+the final stock after the last grab. The last stdout line is one JSON object.
+
+Measured on the 2-core machine, -server-process, 10 000 + 10 000 (docs/benchmarks.md): server
+idle CPU 4.8 %, 2.4 Redis commands/s, no SQL of its own but 4 Hub reads in 10 s (the sweeps),
+CREATED p50 14 / p99 45 ms, 40 061 goroutines (2.00 per subscription), RSS 1 254 MB (about
+60 KB per subscription: goroutine stacks and per-connection state; medians of 3).
 `
 
-// SubscriptionsResult is the JSON line of bench subscriptions.
+// SubscriptionsResult is the JSON line of bench subscriptions. The server's figures (CPU, RSS,
+// goroutines) are the whole process's in the default in-process mode, where client and server
+// share it.
 type SubscriptionsResult struct {
 	Scenario          string    `json:"scenario"`
+	Server            string    `json:"server"` // "in-process", "process" or "target"
 	OrderWatchers     int       `json:"order_watchers"`
 	StockWatchers     int       `json:"stock_watchers"`
 	Connections       int       `json:"connections"`
 	SubscribeS        float64   `json:"subscribe_s"`
 	IdleS             float64   `json:"idle_s"`
-	IdleAppRedisCmdsS float64   `json:"idle_app_redis_cmds_per_s"`
-	IdleRedisCmdsS    float64   `json:"idle_redis_cmds_per_s"` // whole server: other clients count too
-	IdleSQLS          float64   `json:"idle_sql_per_s"`        // MariaDB global Questions: other clients count too
-	IdleHubReads      int64     `json:"idle_hub_reads"`        // the live Hub's reads (SQL or Redis) in the window
-	IdleCPUPct        float64   `json:"idle_cpu_pct"`          // this process: server and client
-	RSSMB             float64   `json:"rss_mb"`
-	Goroutines        int       `json:"goroutines"`
+	IdleAppRedisCmdsS float64   `json:"idle_app_redis_cmds_per_s"` // the server's: its client's commands in process, else its pool round trips (/metrics)
+	IdleRedisCmdsS    float64   `json:"idle_redis_cmds_per_s"`     // whole server: other clients count too
+	IdleSQLS          float64   `json:"idle_sql_per_s"`            // MariaDB global Questions: other clients count too
+	IdleHubReads      int64     `json:"idle_hub_reads"`            // the server's live Hub reads (SQL or Redis) in the window
+	IdleCPUPct        float64   `json:"idle_cpu_pct"`              // the server process
+	RSSMB             float64   `json:"rss_mb"`                    // the server process, idle
+	Goroutines        int       `json:"goroutines"`                // the server process, idle
+	HeapInuseMB       float64   `json:"heap_inuse_mb"`             // the server's Go heap in use, idle (go_memstats_heap_inuse_bytes)
+	StackInuseMB      float64   `json:"stack_inuse_mb"`            // its goroutine stacks (go_memstats_stack_inuse_bytes)
+	BaseRSSMB         float64   `json:"base_rss_mb"`               // the server before the first connection
+	BaseGoroutines    int       `json:"base_goroutines"`
+	GoroutinesPerSub  float64   `json:"goroutines_per_subscription"` // (idle − base) / (N + M)
+	KBPerSub          float64   `json:"kb_per_subscription"`         // RSS (idle − base) / (N + M)
+	ClientCPUPct      float64   `json:"client_cpu_pct"`              // this process in the idle window
+	ClientRSSMB       float64   `json:"client_rss_mb"`
 	CreatedDelivered  int       `json:"created_delivered"`
 	CreatedMS         LatencyMS `json:"created_latency_ms"`
 	StockDelivered    int       `json:"stock_delivered"`
 	StockMS           LatencyMS `json:"stock_latency_ms"`
 }
+
+// subscriptionsFlags are the bench's own flags; the others are the config's, which
+// -server-process passes on to the server.
+var subscriptionsFlags = map[string]bool{"orders": true, "stock": true, "idle": true, "timeout": true,
+	"cpuprofile": true, "json-only": true, "server-process": true, "target": true, "server-pid": true}
 
 func runSubscriptions(ctx context.Context, args []string, out *output) error {
 	fs := flag.NewFlagSet("surge bench subscriptions", flag.ContinueOnError)
@@ -83,6 +112,9 @@ func runSubscriptions(ctx context.Context, args []string, out *output) error {
 	timeout := fs.Duration("timeout", 10*time.Minute, "bound on the whole run")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the idle window (this process) to this file")
 	jsonOnly := fs.Bool("json-only", false, "print only the final JSON line")
+	serverProcess := fs.Bool("server-process", false, `run the server as a separate process: this binary as "surge serve" with the same config flags`)
+	target := fs.String("target", "", "base URL of a running server (http://127.0.0.1:8080) instead of one of the bench's; needs -server-pid")
+	serverPID := fs.Int("server-pid", 0, "process id of the -target server, for its CPU and RSS (/proc)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -94,7 +126,12 @@ func runSubscriptions(ctx context.Context, args []string, out *output) error {
 		return errors.New("bench subscriptions: -orders in [1, 100000], -stock in [0, 100000]")
 	case *idle <= 0 || *timeout <= 0:
 		return errors.New("bench subscriptions: -idle and -timeout must be positive")
+	case *target != "" && (*serverPID <= 0 || *serverProcess):
+		return errors.New("bench subscriptions: -target needs -server-pid, and excludes -server-process")
 	}
+	// Dev mode before the config is built: login codes come back, and its defaults (no login
+	// send rate limits) hold for the thousands of logins.
+	_ = fs.Set("mode", "dev")
 	cfg, err := build()
 	if err != nil {
 		return err
@@ -105,6 +142,23 @@ func runSubscriptions(ctx context.Context, args []string, out *output) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	conns := max(*nOrders, *nStock)
+	mode := "in-process"
+	switch {
+	case *serverProcess:
+		mode = "process"
+	case *target != "":
+		mode = "target"
+	}
+	// Each connection is a file descriptor at both ends (Go raises the soft limit to the hard
+	// one at start): in process, client and server need two.
+	fds := conns
+	if mode == "in-process" {
+		fds = 2 * conns
+	}
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && uint64(fds)+200 > lim.Cur {
+		return fmt.Errorf("bench subscriptions: %d connections need %d file descriptors in this process, the limit is %d (ulimit -n; -server-process halves the need)", conns, fds+200, lim.Cur)
+	}
 	cfg.Mode, cfg.Seed, cfg.SeckillRate, cfg.SeckillConsumer = "dev", false, -1, false
 	cfg.WSMaxConnectionsPerIP = conns + 10
 	log := slog.New(slog.NewTextHandler(out.errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -115,15 +169,33 @@ func runSubscriptions(ctx context.Context, args []string, out *output) error {
 	defer a.Close()
 	cmds := &cmdCounter{}
 	a.Redis.AddHook(cmds)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+
+	var srv *benchServer
+	switch mode {
+	case "process":
+		var pass []string
+		fs.Visit(func(f *flag.Flag) {
+			if !subscriptionsFlags[f.Name] {
+				pass = append(pass, "-"+f.Name+"="+f.Value.String())
+			}
+		})
+		srv, err = startServerProcess(ctx, pass, conns, out)
+	case "target":
+		srv = &benchServer{base: strings.TrimSuffix(*target, "/"), pid: *serverPID}
+	default:
+		srv, err = startServerInProcess(a, cmds)
+	}
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: a.Handler}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	url := "ws://" + ln.Addr().String() + "/query"
-	res := &SubscriptionsResult{Scenario: "subscriptions", OrderWatchers: *nOrders, StockWatchers: *nStock, Connections: conns}
+	defer srv.stop()
+	url := "ws" + strings.TrimPrefix(srv.base, "http") + "/query"
+	res := &SubscriptionsResult{Scenario: "subscriptions", Server: mode, OrderWatchers: *nOrders, StockWatchers: *nStock, Connections: conns}
+	base, err := srv.sample(ctx)
+	if err != nil {
+		return err
+	}
+	res.BaseRSSMB, res.BaseGoroutines = round3(base.rssMB), base.goroutines
 
 	run := runID()
 	shopID, err := ensureShop(ctx, a.DB.Ent, run)
@@ -215,8 +287,11 @@ func runSubscriptions(ctx context.Context, args []string, out *output) error {
 	time.Sleep(time.Second) // the last throttled messages, the first sweep
 	info := redis.NewClient(&redis.Options{Addr: cfg.RedisAddrs[0], Password: cfg.RedisPassword})
 	defer info.Close()
-	h0 := a.Live.Stats()
-	c0, r0, q0, cpu0, t0 := cmds.n.Load(), totalCalls(ctx, info), questions(ctx, a), cpuTime(), time.Now()
+	s0, err := srv.sample(ctx)
+	if err != nil {
+		return err
+	}
+	r0, q0, cpu0, t0 := totalCalls(ctx, info), questions(ctx, a), procCPU(os.Getpid()), time.Now()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -231,19 +306,29 @@ func runSubscriptions(ctx context.Context, args []string, out *output) error {
 	} else {
 		wait.Sleep(ctx, *idle)
 	}
-	c1, r1, q1, cpu1, t1 := cmds.n.Load(), totalCalls(ctx, info), questions(ctx, a), cpuTime(), time.Now()
-	h1 := a.Live.Stats()
-	res.IdleHubReads = h1.OrderReads + h1.StockReads - h0.OrderReads - h0.StockReads
+	r1, q1, cpu1, t1 := totalCalls(ctx, info), questions(ctx, a), procCPU(os.Getpid()), time.Now()
+	s1, err := srv.sample(ctx)
+	if err != nil {
+		return err
+	}
 	el := t1.Sub(t0).Seconds()
 	res.IdleS = round3(el)
-	res.IdleAppRedisCmdsS = round3(float64(c1-c0) / el)
 	res.IdleRedisCmdsS = round3(float64(r1-r0-2) / el) // less our own two INFO calls
-	res.IdleSQLS = round3(float64(q1-q0-1) / el)       // less our own SHOW STATUS
-	res.IdleCPUPct = round3(100 * (cpu1 - cpu0).Seconds() / el)
-	res.RSSMB = rssMB()
-	res.Goroutines = runtime.NumGoroutine()
-	out.printf("  idle %.0f s: app Redis %.1f cmds/s (whole Redis %.1f/s), SQL %.1f/s (whole MariaDB), hub reads %d, CPU %.1f %%, RSS %.0f MB, %d goroutines\n",
-		el, res.IdleAppRedisCmdsS, res.IdleRedisCmdsS, res.IdleSQLS, res.IdleHubReads, res.IdleCPUPct, res.RSSMB, res.Goroutines)
+	res.IdleAppRedisCmdsS = round3(float64(s1.redis-s0.redis) / s1.at.Sub(s0.at).Seconds())
+	res.IdleSQLS = round3(float64(q1-q0-1) / el) // less our own SHOW STATUS
+	res.IdleHubReads = s1.hubReads - s0.hubReads
+	res.IdleCPUPct = round3(100 * (s1.cpu - s0.cpu).Seconds() / s1.at.Sub(s0.at).Seconds())
+	res.RSSMB, res.Goroutines = round3(s1.rssMB), s1.goroutines
+	res.HeapInuseMB, res.StackInuseMB = round3(s1.heapMB), round3(s1.stackMB)
+	subs := float64(*nOrders + *nStock)
+	res.GoroutinesPerSub = round3(float64(s1.goroutines-base.goroutines) / subs)
+	res.KBPerSub = round3((s1.rssMB - base.rssMB) * 1024 / subs)
+	res.ClientCPUPct = round3(100 * (cpu1 - cpu0).Seconds() / el)
+	res.ClientRSSMB = rssMB()
+	out.printf("  idle %.0f s: server Redis %.1f cmds/s (whole Redis %.1f/s), SQL %.1f/s (whole MariaDB), hub reads %d\n",
+		el, res.IdleAppRedisCmdsS, res.IdleRedisCmdsS, res.IdleSQLS, res.IdleHubReads)
+	out.printf("  server (%s): CPU %.1f %%, RSS %.0f MB (%.0f before connections; Go heap in use %.0f MB, stacks %.0f MB), %d goroutines (%d before); per subscription %.2f goroutines, %.1f KB; client CPU %.1f %%, RSS %.0f MB\n",
+		mode, res.IdleCPUPct, res.RSSMB, res.BaseRSSMB, res.HeapInuseMB, res.StackInuseMB, res.Goroutines, res.BaseGoroutines, res.GoroutinesPerSub, res.KBPerSub, res.ClientCPUPct, res.ClientRSSMB)
 
 	// The consumer persists; CREATED latency against the event's publication.
 	events := a.Redis.Subscribe(ctx, a.Seckill.EventChannel())
@@ -466,24 +551,4 @@ func questions(ctx context.Context, a *app.App) int64 {
 	var n int64
 	_ = a.DB.SQL.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &n)
 	return n
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func rssMB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for l := range strings.SplitSeq(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return round3(kb / 1024)
-		}
-	}
-	return 0
 }

@@ -420,7 +420,7 @@ func TestStockSubscriptionThrottled(t *testing.T) {
 }
 
 // TestSubscriptionsLeaveNothingBehind drops connections in every way a client can and checks
-// that the hub's pollers and the subscriptions' goroutines are gone.
+// that the hub's topics and the subscriptions' goroutines are gone.
 func TestSubscriptionsLeaveNothingBehind(t *testing.T) {
 	e := start(t, func(c *appConfig) { c.SeckillConsumer = false })
 	v := e.warmVoucher(5)
@@ -439,8 +439,11 @@ func TestSubscriptionsLeaveNothingBehind(t *testing.T) {
 	if st.StockTopics != 1 || st.StockSubscribers != 6 || st.OrderTopics != 1 || st.OrderSubscribers != 6 {
 		t.Fatalf("stats %+v: want one topic per voucher and per order for 6 subscribers each", st)
 	}
-	if n := goroutines("internal/live.(*feed"); n < 12 {
-		t.Fatalf("%d live goroutines, want 12 forwarders", n)
+	if n := goroutines("internal/live.(*feed"); n != 0 {
+		t.Fatalf("%d goroutines of package live, want none: the Hub sends into the subscribers' channels", n)
+	}
+	if n := goroutines("transport.(*wsConnection).subscribe"); n != 12 {
+		t.Fatalf("%d subscription goroutines of the transport, want 12", n)
 	}
 	// Abrupt disconnects, normal closes, and "complete" for each operation.
 	for i, c := range clients {
@@ -457,8 +460,56 @@ func TestSubscriptionsLeaveNothingBehind(t *testing.T) {
 	waitFor(t, "every subscription to end", func() bool {
 		st := e.app.Live.Stats()
 		return st.StockTopics == 0 && st.StockSubscribers == 0 && st.OrderTopics == 0 && st.OrderSubscribers == 0 &&
-			goroutines("internal/live.(*feed") == 0 && goroutines("graph.(*subscriptionResolver)") == 0
+			goroutines("transport.(*wsConnection).subscribe") == 0 && goroutines("graph.(*subscriptionResolver)") == 0
 	})
+}
+
+// TestIdleSubscriptionGoroutines: an idle subscription costs the server at most 2 goroutines.
+// A connection costs 2 (net/http's, which reads the connection, and gqlgen's close-on-cancel;
+// no keep-alive ticker: one goroutine pings all connections) and each subscription 1 (gqlgen's,
+// waiting on the subscriber's channel; the Hub runs none per subscriber), so a buyer's
+// connection with orderStatus and voucherStock costs 4.
+func TestIdleSubscriptionGoroutines(t *testing.T) {
+	e := start(t, func(c *appConfig) { c.SeckillConsumer = false; c.WSMaxConnectionsPerIP = 100 })
+	v := e.warmVoucher(100)
+	const conns = 40
+	type buyer struct {
+		token string
+		order int64
+	}
+	buyers := make([]buyer, conns)
+	for i := range buyers {
+		token, user := e.user()
+		buyers[i] = buyer{token, e.grab(user, v)}
+	}
+	// The keeper goroutine starts with the first connection: open one before counting.
+	first := e.ws(map[string]any{"Authorization": "Bearer " + buyers[0].token}, nil)
+	first.subscribe("s", stockSub, map[string]any{"v": itoa(v)})
+	first.nextData("s", "voucherStock")
+	time.Sleep(50 * time.Millisecond)
+	before := serverGoroutines()
+	for _, b := range buyers[1:] {
+		c := e.ws(map[string]any{"Authorization": "Bearer " + b.token}, nil)
+		c.subscribe("s", stockSub, map[string]any{"v": itoa(v)})
+		c.nextData("s", "voucherStock")
+		c.subscribe("o", orderSub, map[string]any{"o": strconv.FormatInt(b.order, 10)})
+		c.nextData("o", "orderStatus")
+	}
+	subs := 2 * (conns - 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for serverGoroutines()-before > 2*subs {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 4<<20)
+			t.Fatalf("%d goroutines more for %d subscriptions, want at most 2 each:\n%s", serverGoroutines()-before, subs, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("%d subscriptions on %d connections: %d goroutines more", subs, conns-1, serverGoroutines()-before)
+}
+
+// serverGoroutines counts the goroutines but the test clients' readers.
+func serverGoroutines() int {
+	return runtime.NumGoroutine() - goroutines("(*wsClient).read")
 }
 
 // goroutines counts the goroutines with a frame containing s.

@@ -5,17 +5,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/surgekit/surge/internal/wait"
 )
 
 // feed is one kind of stream (voucher stock, order status): a topic per key with its
-// subscribers. A feed runs no goroutine of its own: the Hub sets values from events, catch-ups
-// and sweeps, and each subscriber has one forwarding goroutine.
+// subscribers. A feed runs no goroutine of its own and none per subscriber: the Hub sets
+// values from events, catch-ups and sweeps, straight into each subscriber's one-value channel,
+// which the subscriber (gqlgen's goroutine of the subscription) reads; a throttled topic holds
+// a value back on a timer, and a subscriber whose context ends leaves through
+// context.AfterFunc. An idle subscription is a map entry and a buffered channel.
 type feed[K comparable, V comparable] struct {
 	hub      *Hub
 	name     string
-	throttle time.Duration // least time between two values to one subscriber (0: none)
+	throttle time.Duration // least time between two values of one topic (0: none)
 	// read reads a key's current value; final means the stream ends with it; group is the
 	// voucher the key belongs to (batched reads go per voucher). Errors: ErrNotFound ends the
 	// stream, errPending means no value yet, others are failures.
@@ -30,26 +31,30 @@ type feed[K comparable, V comparable] struct {
 	drops  atomic.Int64 // values replaced before their subscriber took them
 }
 
-// topic is the shared state of one key: its subscribers and the last value seen.
+// topic is the shared state of one key: its subscribers and the last value sent to them.
 type topic[V comparable] struct {
-	subs    map[*slot[V]]struct{}
+	subs    map[*slot[V]]struct{} // nil once ended
 	last    V
 	have    bool
-	group   int  // the voucher (0 until the first read)
-	loading bool // the first read is under way
+	sentAt  time.Time   // when last went out (throttled feeds)
+	pending V           // a value held back by the throttle
+	held    bool        // pending is set
+	timer   *time.Timer // sends pending when the throttle allows
+	group   int         // the voucher (0 until the first read)
+	loading bool        // the first read is under way
 }
 
-// slot is one subscriber's mailbox. Its channel holds at most one value, always the latest
-// not yet taken: offer replaces a value the subscriber has not picked up. done is closed when
-// the topic ends; err (set before) says why, nil for a normal end.
+// slot is one subscriber: a channel holding at most one value, always the latest not yet
+// taken (offer replaces a value the subscriber has not picked up), closed when the stream
+// ends. Only the feed, under its lock, sends to it or closes it.
 type slot[V any] struct {
 	ch   chan V
-	done chan struct{}
-	err  error
+	ctx  context.Context
+	stop func() bool // unregisters the leave on ctx's end
 }
 
-func newSlot[V any]() *slot[V] {
-	return &slot[V]{ch: make(chan V, 1), done: make(chan struct{})}
+func newSlot[V any](ctx context.Context) *slot[V] {
+	return &slot[V]{ch: make(chan V, 1), ctx: ctx}
 }
 
 // offer puts v in the slot, dropping a value still there (true if it did). Callers hold the
@@ -69,6 +74,19 @@ func (s *slot[V]) offer(v V) (dropped bool) {
 	}
 }
 
+// finish ends the subscriber's stream: OnError first if err is set (the GraphQL layer turns
+// it into an error message), then the channel is closed, after the value it may still hold.
+// The caller holds the feed's lock and has taken s out of its topic.
+func (f *feed[K, V]) finish(s *slot[V], err error) {
+	if s.stop != nil {
+		s.stop()
+	}
+	if err != nil && f.hub.opts.OnError != nil {
+		f.hub.opts.OnError(s.ctx, err)
+	}
+	close(s.ch)
+}
+
 // subscribe adds a subscriber to key's topic. The first subscriber of a key registers the
 // topic before reading its value, so that an event arriving during the read is not lost (an
 // event's final value wins over the read's); an unknown key fails the subscription.
@@ -78,15 +96,16 @@ func (f *feed[K, V]) subscribe(ctx context.Context, key K) (<-chan V, error) {
 		f.mu.Unlock()
 		return nil, ErrClosed
 	}
-	s := newSlot[V]()
+	s := newSlot[V](ctx)
 	t := f.topics[key]
 	if t != nil {
 		t.subs[s] = struct{}{}
 		if t.have {
 			s.offer(t.last)
 		}
+		f.leaveOnDone(key, t, s)
 		f.mu.Unlock()
-		return f.forward(ctx, key, t, s), nil
+		return s.ch, nil
 	}
 	t = &topic[V]{subs: map[*slot[V]]struct{}{s: {}}, loading: true}
 	f.topics[key] = t
@@ -105,17 +124,28 @@ func (f *feed[K, V]) subscribe(ctx context.Context, key K) (<-chan V, error) {
 	defer f.mu.Unlock()
 	t.loading, t.group = false, group
 	if _, ok := t.subs[s]; !ok {
-		// Ended meanwhile (Close, or an event's final value): the slot says how.
-		return f.forward(ctx, key, nil, s), nil
+		return s.ch, nil // ended meanwhile (Close, or an event's final value): closed already
 	}
 	if err != nil {
+		// The call fails: this subscriber gets the error as the call's result, not OnError.
+		delete(t.subs, s)
+		close(s.ch)
 		f.endLocked(key, t, err)
 		return nil, err
 	}
 	if have && !t.have {
 		f.setLocked(key, t, v, final)
+		if final {
+			return s.ch, nil
+		}
 	}
-	return f.forward(ctx, key, t, s), nil
+	f.leaveOnDone(key, t, s)
+	return s.ch, nil
+}
+
+// leaveOnDone makes the subscriber leave when its context ends. The caller holds f.mu.
+func (f *feed[K, V]) leaveOnDone(key K, t *topic[V], s *slot[V]) {
+	s.stop = context.AfterFunc(s.ctx, func() { f.leave(key, t, s) })
 }
 
 // set gives key's topic (if any) a new value; final ends it after that value.
@@ -127,17 +157,45 @@ func (f *feed[K, V]) set(key K, v V, final bool) {
 	}
 }
 
+// setLocked sends v to the topic's subscribers, or, on a throttled feed within the throttle
+// of the last value, holds it back (the latest held value wins) until the throttle allows.
 func (f *feed[K, V]) setLocked(key K, t *topic[V], v V, final bool) {
-	if !t.have || t.last != v {
-		t.last, t.have = v, true
-		for s := range t.subs {
-			if s.offer(v) {
-				f.drops.Add(1)
+	if f.throttle > 0 && !final && t.have {
+		if wait := f.throttle - time.Since(t.sentAt); wait > 0 {
+			t.pending, t.held = v, true
+			if t.timer == nil {
+				t.timer = time.AfterFunc(wait, func() { f.release(t) })
 			}
+			return
 		}
 	}
+	t.held = false
+	f.sendLocked(t, v)
 	if final {
 		f.endLocked(key, t, nil)
+	}
+}
+
+// release sends a topic's held-back value.
+func (f *feed[K, V]) release(t *topic[V]) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t.timer = nil
+	if t.held && t.subs != nil {
+		t.held = false
+		f.sendLocked(t, t.pending)
+	}
+}
+
+func (f *feed[K, V]) sendLocked(t *topic[V], v V) {
+	if t.have && t.last == v {
+		return
+	}
+	t.last, t.have, t.sentAt = v, true, time.Now()
+	for s := range t.subs {
+		if s.offer(v) {
+			f.drops.Add(1)
+		}
 	}
 }
 
@@ -150,20 +208,24 @@ func (f *feed[K, V]) end(key K, err error) {
 	}
 }
 
-// endLocked ends a topic: every subscriber is told (after its last value) and the topic
+// endLocked ends a topic: every subscriber's stream ends (after its last value) and the topic
 // leaves the map. The caller holds f.mu.
 func (f *feed[K, V]) endLocked(key K, t *topic[V], err error) {
 	for s := range t.subs {
-		s.err = err
-		close(s.done)
+		f.finish(s, err)
 	}
 	t.subs = nil
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
 	if f.topics[key] == t {
 		delete(f.topics, key)
 	}
 }
 
-// leave removes a subscriber; the last one out removes the topic.
+// leave removes a subscriber whose context ended and closes its channel; the last one out
+// removes the topic.
 func (f *feed[K, V]) leave(key K, t *topic[V], s *slot[V]) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -171,7 +233,12 @@ func (f *feed[K, V]) leave(key K, t *topic[V], s *slot[V]) {
 		return // the topic ended already
 	}
 	delete(t.subs, s)
+	close(s.ch)
 	if len(t.subs) == 0 && !t.loading && f.topics[key] == t {
+		if t.timer != nil {
+			t.timer.Stop()
+			t.timer = nil
+		}
 		delete(f.topics, key)
 	}
 }
@@ -213,60 +280,4 @@ func (f *feed[K, V]) stats() (topics, subscribers int) {
 		subscribers += len(t.subs)
 	}
 	return topics, subscribers
-}
-
-// forward is a subscriber's goroutine: it moves values from the slot to the returned
-// (unbuffered) channel, skipping repeats and pausing f.throttle after each value, until ctx
-// ends or the topic ends; then it leaves the topic and closes the channel. The slot keeps
-// only the latest value, so a slow consumer misses intermediate values, never the latest one,
-// and never holds up the others. t is nil for a stream that needs no topic.
-func (f *feed[K, V]) forward(ctx context.Context, key K, t *topic[V], s *slot[V]) <-chan V {
-	out := make(chan V)
-	go func() {
-		defer close(out)
-		if t != nil {
-			defer f.leave(key, t, s)
-		}
-		var last V
-		sent := false
-		send := func(v V) bool {
-			if sent && v == last {
-				return true
-			}
-			select {
-			case out <- v:
-				last, sent = v, true
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case v := <-s.ch:
-				if !send(v) {
-					return
-				}
-				if f.throttle > 0 && !wait.Sleep(ctx, f.throttle) {
-					return
-				}
-			case <-s.done:
-				// The final value, if the slot still holds one, goes out first.
-				select {
-				case v := <-s.ch:
-					if !send(v) {
-						return
-					}
-				default:
-				}
-				if s.err != nil && f.hub.opts.OnError != nil {
-					f.hub.opts.OnError(ctx, s.err)
-				}
-				return
-			}
-		}
-	}()
-	return out
 }

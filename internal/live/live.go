@@ -17,11 +17,13 @@
 //
 // A subscription gets the current value at once (read in the subscribing goroutine the first
 // time a key is watched, so that an unknown key is an error of the subscription call itself),
-// then each change, through a one-value slot that always holds the latest value: a slow
+// then each change, through a one-value channel that always holds the latest value: a slow
 // subscriber never holds up the others, it skips intermediate values and still gets the
-// latest. Stock messages are throttled per subscriber (at most one per
-// [Options.StockThrottle]; the value sent after a pause is the latest). An order's stream
-// ends after its first status other than QUEUED.
+// latest. The Hub runs no goroutine per subscriber: it writes into the channels, which the
+// subscriber's own goroutine (gqlgen's, for a GraphQL subscription) reads. Stock messages are
+// throttled per voucher (at most one per [Options.StockThrottle], on a timer; the value sent
+// after a pause is the latest; a new subscriber gets the current value at once). An order's
+// stream ends after its first status other than QUEUED.
 package live
 
 import (
@@ -59,8 +61,8 @@ type Options struct {
 	// StockInterval is the least time between two stock reads of one voucher while its stock
 	// changes (100 ms): a burst of grabs costs one read per voucher and interval.
 	StockInterval time.Duration
-	// StockThrottle is the least time between two stock messages to one subscriber (200 ms);
-	// negative: no throttling.
+	// StockThrottle is the least time between two stock messages of one voucher (200 ms);
+	// negative: no throttling. A subscriber's first message, the current stock, is not held.
 	StockThrottle time.Duration
 	// SweepInterval is how often everything watched is read again, in case an event was lost
 	// without a visible gap (5 s): one batched read per voucher.

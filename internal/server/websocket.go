@@ -29,9 +29,9 @@ func init() {
 	errcode.RegisterErrorType(CodeNeedsWebsocket, errcode.KindProtocol)
 }
 
-// keepAlive is how often the WebSocket transport pings an idle connection: "ka" messages in
-// the legacy graphql-ws protocol, ping (expecting pong) in graphql-transport-ws, where a
-// client that answers no ping for two intervals is disconnected.
+// keepAlive is how often an idle WebSocket connection is pinged: "ka" messages in the legacy
+// graphql-ws protocol, ping (expecting pong) in graphql-transport-ws, where a client that
+// sends nothing for two intervals is disconnected (websocketConns, one goroutine for all).
 const keepAlive = 15 * time.Second
 
 // overWebsocket marks the context of operations that arrived over a WebSocket.
@@ -44,14 +44,14 @@ type overWebsocket struct{}
 func websocketTransport(a *auth.Service, opts *Options) transport.Websocket {
 	readLimit := opts.MaxBodyBytes
 	return transport.Websocket{
-		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
+		Implementation: &websocketConns{interval: keepAlive, accept: websocket.AcceptOptions{
 			OriginPatterns: opts.CORS.websocketPatterns(),
 		}},
-		InitFunc:              websocketInit(a, opts),
-		InitTimeout:           10 * time.Second,
-		KeepAlivePingInterval: keepAlive,
-		PingPongInterval:      keepAlive,
-		PayloadReadLimit:      &readLimit,
+		// No KeepAlivePingInterval or PingPongInterval: gqlgen would run a ticker goroutine per
+		// connection; websocketConns pings them all from one.
+		InitFunc:         websocketInit(a, opts),
+		InitTimeout:      10 * time.Second,
+		PayloadReadLimit: &readLimit,
 	}
 }
 
