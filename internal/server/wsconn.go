@@ -20,8 +20,9 @@ import (
 // ticker goroutine per connection, which at 10 000 idle connections was 10 000 goroutines and
 // their stacks for a ping every 15 s. Every interval the keeper pings each connection
 // (graphql-transport-ws "ping"; "ka" in the legacy graphql-ws, which has no answer) and closes
-// a graphql-transport-ws connection that sent nothing, not even a pong, for two intervals. It
-// runs only while connections are open.
+// a graphql-transport-ws connection that sent nothing, not even a pong, since a ping written
+// over 1.5 intervals before (about two intervals of silence). It runs only while connections
+// are open. Pings are written one connection after another, each bounded by pingTimeout.
 type websocketConns struct {
 	accept   websocket.AcceptOptions
 	interval time.Duration
@@ -105,6 +106,7 @@ type wsConn struct {
 	conn     *websocket.Conn
 	keeper   *websocketConns
 	lastRead atomic.Int64 // unix ns of the last message from the client
+	lastPing atomic.Int64 // unix ns of the last ping written (0: none yet)
 
 	mu        sync.Mutex
 	closing   bool // WriteClose's close handshake is under way and owns the connection
@@ -121,14 +123,19 @@ var (
 func (c *wsConn) keepAlive(now time.Time, interval time.Duration) {
 	msg := kaMessage
 	if c.conn.Subprotocol() == "graphql-transport-ws" {
-		if now.Sub(time.Unix(0, c.lastRead.Load())) > 2*interval {
-			_ = c.Close() // no pong to the last pings
+		// Silence alone proves nothing (the keeper may have been held up, sending no ping):
+		// closed only when a ping written over 1.5 intervals ago went unanswered.
+		if ping := c.lastPing.Load(); ping != 0 && c.lastRead.Load() < ping && now.Sub(time.Unix(0, ping)) > interval*3/2 {
+			_ = c.Close()
 			return
 		}
 		msg = pingMessage
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
-	_ = c.conn.Write(ctx, websocket.MessageText, msg)
+	sent := time.Now().UnixNano() // before the write: its pong may be read before Write returns
+	if c.conn.Write(ctx, websocket.MessageText, msg) == nil && c.lastPing.Load() <= c.lastRead.Load() {
+		c.lastPing.Store(sent) // the oldest unanswered ping counts
+	}
 	cancel()
 }
 
