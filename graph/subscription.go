@@ -5,10 +5,10 @@ import (
 	"errors"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/surgekit/surge/internal/apperr"
+	"github.com/surgekit/surge/internal/gqlws"
 	"github.com/surgekit/surge/internal/live"
 )
 
@@ -44,8 +44,5 @@ func SubscriptionFailed(ctx context.Context, err error) {
 		Path:       fc.Path(),
 		Extensions: map[string]any{"code": string(apperr.NotFound)},
 	}
-	// AddSubscriptionError needs the context of gqlgen's WebSocket transport and panics on any
-	// other; the server runs subscriptions only there, but a stray caller must not crash.
-	defer func() { _ = recover() }()
-	transport.AddSubscriptionError(ctx, gqlErr)
+	gqlws.AddError(ctx, gqlErr)
 }

@@ -442,10 +442,16 @@ func TestSubscriptionsLeaveNothingBehind(t *testing.T) {
 	if n := goroutines("internal/live.(*feed"); n != 0 {
 		t.Fatalf("%d goroutines of package live, want none: the Hub sends into the subscribers' channels", n)
 	}
-	if n := goroutines("transport.(*wsConnection).subscribe"); n != 12 {
-		t.Fatalf("%d subscription goroutines of the transport, want 12", n)
+	// An idle subscription holds no goroutine (the Hub wakes the transport when it has a
+	// value); each connection holds one, its reader.
+	waitFor(t, "the subscriptions' goroutines to end once their first values went out", func() bool {
+		return goroutines("gqlws.(*operation)") == 0
+	})
+	if n := goroutines("gqlws.(*conn).serve"); n != 6 {
+		t.Fatalf("%d connection readers, want 6", n)
 	}
-	// Abrupt disconnects, normal closes, and "complete" for each operation.
+	// Abrupt disconnects, normal closes, and "complete" for each operation (those two
+	// connections stay open: their readers remain).
 	for i, c := range clients {
 		switch i % 3 {
 		case 0:
@@ -460,15 +466,16 @@ func TestSubscriptionsLeaveNothingBehind(t *testing.T) {
 	waitFor(t, "every subscription to end", func() bool {
 		st := e.app.Live.Stats()
 		return st.StockTopics == 0 && st.StockSubscribers == 0 && st.OrderTopics == 0 && st.OrderSubscribers == 0 &&
-			goroutines("transport.(*wsConnection).subscribe") == 0 && goroutines("graph.(*subscriptionResolver)") == 0
+			goroutines("gqlws.(*operation)") == 0 && goroutines("gqlws.(*conn).serve") == 2 && goroutines("graph.(*subscriptionResolver)") == 0
 	})
 }
 
-// TestIdleSubscriptionGoroutines: an idle subscription costs the server at most 2 goroutines.
-// A connection costs 2 (net/http's, which reads the connection, and gqlgen's close-on-cancel;
-// no keep-alive ticker: one goroutine pings all connections) and each subscription 1 (gqlgen's,
-// waiting on the subscriber's channel; the Hub runs none per subscriber), so a buyer's
-// connection with orderStatus and voucherStock costs 4.
+// TestIdleSubscriptionGoroutines: an idle subscription costs the server no goroutine and an
+// idle connection one, its reader (gqlws: the upgrade's handler has returned, one goroutine
+// pings all connections, and a subscription's goroutine runs only while the Hub has a value
+// for it), so a buyer's connection with orderStatus and voucherStock costs 1. gqlgen's
+// transport cost 4: net/http's serve goroutine, a close-on-cancel goroutine, and one per
+// subscription waiting on its channel.
 func TestIdleSubscriptionGoroutines(t *testing.T) {
 	e := start(t, func(c *appConfig) { c.SeckillConsumer = false; c.WSMaxConnectionsPerIP = 100 })
 	v := e.warmVoucher(100)
@@ -497,10 +504,10 @@ func TestIdleSubscriptionGoroutines(t *testing.T) {
 	}
 	subs := 2 * (conns - 1)
 	deadline := time.Now().Add(5 * time.Second)
-	for serverGoroutines()-before > 2*subs {
+	for serverGoroutines()-before > conns-1 {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 4<<20)
-			t.Fatalf("%d goroutines more for %d subscriptions, want at most 2 each:\n%s", serverGoroutines()-before, subs, buf[:runtime.Stack(buf, true)])
+			t.Fatalf("%d goroutines more for %d subscriptions on %d connections, want at most 1 per connection:\n%s", serverGoroutines()-before, subs, conns-1, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -51,18 +51,25 @@ type slot[V any] struct {
 	ch   chan V
 	ctx  context.Context
 	stop func() bool // unregisters the leave on ctx's end
+	l    Listener    // told of each value put in and of the close (nil: none)
 }
 
 func newSlot[V any](ctx context.Context) *slot[V] {
-	return &slot[V]{ch: make(chan V, 1), ctx: ctx}
+	l, _ := ctx.Value(listenerKey{}).(Listener)
+	return &slot[V]{ch: make(chan V, 1), ctx: ctx, l: l}
 }
 
 // offer puts v in the slot, dropping a value still there (true if it did). Callers hold the
-// feed's lock, so there is one producer at a time and the loop ends by its second round.
+// feed's lock, so there is one producer at a time and the loop ends by its second round. The
+// Listener hears of a value put into an empty channel; a value that replaces one does not
+// add to what there is to read.
 func (s *slot[V]) offer(v V) (dropped bool) {
 	for {
 		select {
 		case s.ch <- v:
+			if !dropped && s.l != nil {
+				s.l.Ready()
+			}
 			return dropped
 		default:
 		}
@@ -71,6 +78,14 @@ func (s *slot[V]) offer(v V) (dropped bool) {
 			dropped = true
 		default:
 		}
+	}
+}
+
+// close ends the slot's channel (under the feed's lock) and tells its Listener.
+func (s *slot[V]) close() {
+	close(s.ch)
+	if s.l != nil {
+		s.l.Ready()
 	}
 }
 
@@ -84,7 +99,7 @@ func (f *feed[K, V]) finish(s *slot[V], err error) {
 	if err != nil && f.hub.opts.OnError != nil {
 		f.hub.opts.OnError(s.ctx, err)
 	}
-	close(s.ch)
+	s.close()
 }
 
 // subscribe adds a subscriber to key's topic. The first subscriber of a key registers the
@@ -129,7 +144,7 @@ func (f *feed[K, V]) subscribe(ctx context.Context, key K) (<-chan V, error) {
 	if err != nil {
 		// The call fails: this subscriber gets the error as the call's result, not OnError.
 		delete(t.subs, s)
-		close(s.ch)
+		s.close()
 		f.endLocked(key, t, err)
 		return nil, err
 	}
@@ -233,7 +248,7 @@ func (f *feed[K, V]) leave(key K, t *topic[V], s *slot[V]) {
 		return // the topic ended already
 	}
 	delete(t.subs, s)
-	close(s.ch)
+	s.close()
 	if len(t.subs) == 0 && !t.loading && f.topics[key] == t {
 		if t.timer != nil {
 			t.timer.Stop()

@@ -160,7 +160,9 @@ func New(svc *seckill.Service, db *ent.Client, opts Options) *Hub {
 // Close, or (after OnError) if the voucher disappears. ErrNotFound if voucherID is not a
 // seckill voucher.
 func (h *Hub) Stock(ctx context.Context, voucherID int) (<-chan int, error) {
-	return h.stock.subscribe(ctx, voucherID)
+	ch, err := h.stock.subscribe(ctx, voucherID)
+	attached(ctx, err)
+	return ch, err
 }
 
 // OrderStatus subscribes to the status of one of a user's orders (seckill.Service.Order). The
@@ -168,7 +170,36 @@ func (h *Hub) Stock(ctx context.Context, voucherID int) (<-chan int, error) {
 // status other than QUEUED, when ctx ends, after Close, or (after OnError) if the order
 // disappears. ErrNotFound if the user has no such order.
 func (h *Hub) OrderStatus(ctx context.Context, userID int, orderID int64) (<-chan seckillorder.Status, error) {
-	return h.orders.subscribe(ctx, orderKey{user: userID, order: orderID})
+	ch, err := h.orders.subscribe(ctx, orderKey{user: userID, order: orderID})
+	attached(ctx, err)
+	return ch, err
+}
+
+// Listener hears, for one subscription, when its channel has something to read: a
+// transport that sets one (WithListener, on the context of the subscription call) need not
+// keep a goroutine blocked on the channel. The methods are called with the Hub's locks held
+// and must not block.
+type Listener interface {
+	// Attached says the subscription call succeeded: each Ready, those before Attached
+	// included, stands for one value put into the channel or for its close.
+	Attached()
+	// Ready says one more value is in the channel (a value that replaces one not yet read
+	// is no more), or that the channel was closed.
+	Ready()
+}
+
+type listenerKey struct{}
+
+// WithListener returns ctx with a Listener for the subscription called with it.
+func WithListener(ctx context.Context, l Listener) context.Context {
+	return context.WithValue(ctx, listenerKey{}, l)
+}
+
+// attached tells the subscription's Listener, if any, that the call succeeded.
+func attached(ctx context.Context, err error) {
+	if l, ok := ctx.Value(listenerKey{}).(Listener); ok && err == nil {
+		l.Attached()
+	}
 }
 
 // Close ends every stream (their channels are closed, without error) and waits for the

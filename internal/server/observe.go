@@ -61,9 +61,13 @@ func (o *observer) wrap(routes *http.ServeMux) http.Handler {
 		if o.tracing != nil {
 			ctx, span = o.tracing.start(ctx, r)
 		}
-		r = r.WithContext(ctx)
+		// The request ends when the handler returns, or later for a WebSocket connection,
+		// which holds it open until it closes (requestLife).
+		life, _ := lifeOf(ctx)
+		defer life.handlerDone()
+		r = r.WithContext(withLife(ctx, life))
 		o.metrics.inFlight.Inc()
-		defer func() {
+		life.onEnd(func() {
 			o.metrics.inFlight.Dec()
 			route, status, took := routeOf(r), sw.statusCode(), time.Since(start)
 			o.metrics.observe(route, r.Method, status, took)
@@ -73,8 +77,11 @@ func (o *observer) wrap(routes *http.ServeMux) http.Handler {
 			if o.log != nil {
 				o.accessLog(ctx, r, req, route, sw, took)
 			}
-		}()
+		})
 		routes.ServeHTTP(sw, r) // sets r.Pattern
+		// A held request's end needs only the status and size; the writer would keep net/http's
+		// connection (and its 8 KB of buffers) alive as long as the WebSocket.
+		sw.ResponseWriter = nil
 	})
 }
 

@@ -38,7 +38,7 @@ func Build(res *gql.Resolver, opts Options) Handlers {
 func apiRoutes(api http.Handler, health map[string]healthCheck) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/query", api)
-	mux.Handle("GET /livez", http.HandlerFunc(live))
+	mux.Handle("GET /livez", http.HandlerFunc(liveness))
 	ready := healthHandler(health)
 	mux.Handle("GET /readyz", ready)
 	mux.Handle("GET /healthz", ready)
@@ -52,9 +52,9 @@ func adminRoutes(mux *http.ServeMux, opts *Options) {
 	}
 }
 
-// live answers that the process is up and serving HTTP, whatever its dependencies say: a
+// liveness answers that the process is up and serving HTTP, whatever its dependencies say: a
 // restart would not bring Redis or the database back.
-func live(w http.ResponseWriter, _ *http.Request) {
+func liveness(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))

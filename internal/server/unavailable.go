@@ -60,8 +60,8 @@ func unavailable(err error) bool {
 // rather than one per layer):
 //   - the client's address (clientAddress), for the limits per client;
 //   - a WebSocket upgrade from an address that holds opts.WebsocketConnections connections
-//     already is refused (429); the slot is given back when the connection ends (gqlgen's
-//     transport serves a connection for as long as it lives);
+//     already is refused (429); the slot is given back when the connection ends, after this
+//     handler has returned (requestLife);
 //   - any other request gets its deadline (opts.RequestTimeout), which cancels its work
 //     (session lookup, resolvers, Redis and database calls); a WebSocket's operations get
 //     theirs from operationDeadline;
@@ -79,7 +79,13 @@ func withRequestContext(next http.Handler, a *auth.Service, log *slog.Logger, op
 				refuseConnection(w, conns.max)
 				return
 			}
-			defer conns.give(addr)
+			// The slot is the connection's, which outlives this handler (requestLife).
+			life, own := lifeOf(ctx)
+			if own {
+				ctx = withLife(ctx, life)
+				defer life.handlerDone()
+			}
+			life.onEnd(func() { conns.give(addr) })
 		} else {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, opts.RequestTimeout)

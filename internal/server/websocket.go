@@ -10,12 +10,13 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/coder/websocket"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/surgekit/surge/internal/auth"
+	"github.com/surgekit/surge/internal/gqlws"
+	"github.com/surgekit/surge/internal/live"
 )
 
 // CodeNeedsWebsocket is the code of a subscription sent over plain HTTP (HTTP 400).
@@ -31,7 +32,7 @@ func init() {
 
 // keepAlive is how often an idle WebSocket connection is pinged: "ka" messages in the legacy
 // graphql-ws protocol, ping (expecting pong) in graphql-transport-ws, where a client that
-// sends nothing for two intervals is disconnected (websocketConns, one goroutine for all).
+// leaves a ping unanswered for 1.5 intervals is disconnected (one goroutine for all, gqlws).
 const keepAlive = 15 * time.Second
 
 // overWebsocket marks the context of operations that arrived over a WebSocket.
@@ -39,42 +40,54 @@ type overWebsocket struct{}
 
 // websocketTransport serves subscriptions (and, as the protocol allows, queries and
 // mutations) over a WebSocket at the GraphQL endpoint, in graphql-transport-ws or the legacy
-// graphql-ws protocol. Browsers may connect from the endpoint's own origin only, or from
-// opts.CORS.Origins (withCORS refuses the others first, with a GraphQL error).
-func websocketTransport(a *auth.Service, opts *Options) transport.Websocket {
-	readLimit := opts.MaxBodyBytes
-	return transport.Websocket{
-		Implementation: &websocketConns{interval: keepAlive, accept: websocket.AcceptOptions{
-			OriginPatterns: opts.CORS.websocketPatterns(),
-		}},
-		// No KeepAlivePingInterval or PingPongInterval: gqlgen would run a ticker goroutine per
-		// connection; websocketConns pings them all from one.
-		InitFunc:         websocketInit(a, opts),
-		InitTimeout:      10 * time.Second,
-		PayloadReadLimit: &readLimit,
-	}
+// graphql-ws protocol (gqlws). Browsers may connect from the endpoint's own origin only, or
+// from opts.CORS.Origins (withCORS refuses the others first, with a GraphQL error). A
+// connection keeps its upgrade request open (the per-address count, in-flight gauge and
+// access log end with it), and the live Hub wakes its subscriptions when they have a value,
+// so that an idle subscription holds no goroutine.
+func websocketTransport(a *auth.Service, opts *Options) *gqlws.Transport {
+	return gqlws.New(gqlws.Options{
+		Accept:      websocket.AcceptOptions{OriginPatterns: opts.CORS.websocketPatterns()},
+		Init:        websocketInit(a, opts),
+		InitTimeout: 10 * time.Second,
+		ReadLimit:   opts.MaxBodyBytes,
+		KeepAlive:   keepAlive,
+		Hold:        holdRequest,
+		Listen:      func(ctx context.Context, l gqlws.Listener) context.Context { return live.WithListener(ctx, l) },
+		Logger:      opts.Logger,
+	})
 }
 
 // websocketInit authenticates a connection: {"Authorization": "Bearer <token>"} in the
 // connection_init payload, else the Authorization header of the upgrade request (resolved by
 // withRequestContext before the upgrade). A missing or unknown token makes the connection
 // anonymous, as over HTTP; fields that need a login answer UNAUTHENTICATED. A session store
-// failure refuses the connection.
-func websocketInit(a *auth.Service, opts *Options) transport.WebsocketInitFunc {
+// failure refuses the connection (closed with 1013, try again later).
+func websocketInit(a *auth.Service, opts *Options) func(context.Context, map[string]any) (context.Context, error) {
 	log := opts.Logger
-	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+	return func(ctx context.Context, payload map[string]any) (context.Context, error) {
 		ctx = context.WithValue(ctx, overWebsocket{}, true)
 		ctx = context.WithValue(ctx, subscriptionSlotsKey{}, make(subscriptionSlots, opts.WebsocketSubscriptions))
-		if h := payload.Authorization(); h != "" {
+		if h := initAuthorization(payload); h != "" {
 			// The payload's credentials replace the upgrade request's.
 			var err error
 			if ctx, err = a.WithToken(auth.WithSession(ctx, "", nil), auth.ParseBearer(h)); err != nil {
 				log.ErrorContext(ctx, "websocket init: session store failed", "err", err)
-				return ctx, nil, errors.New("session store unavailable")
+				return ctx, errors.New("session store unavailable")
 			}
 		}
-		return ctx, nil, nil
+		return ctx, nil
 	}
+}
+
+// initAuthorization is the Authorization entry of a connection_init payload.
+func initAuthorization(payload map[string]any) string {
+	for _, key := range []string{"Authorization", "authorization"} {
+		if v, _ := payload[key].(string); v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // websocketSessions re-resolves the connection's token at each operation over a WebSocket, so
@@ -126,8 +139,8 @@ type subscriptionSlotsKey struct{}
 // winding down on the server.
 const slotGrace = 250 * time.Millisecond
 
-// limitSubscriptions caps the subscriptions running on one connection: each holds a poller
-// subscription and two goroutines, and 5 000 were accepted on one anonymous connection. A
+// limitSubscriptions caps the subscriptions running on one connection: 5 000 were accepted on
+// one anonymous connection before there was a cap. A
 // subscription's slot is given back when it ends (its context is cancelled: completed by
 // either side, or the connection closed).
 func limitSubscriptions(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
