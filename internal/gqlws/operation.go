@@ -64,7 +64,8 @@ func (op *operation) run(payload json.RawMessage) {
 		op.fail(gqlerror.List{{Message: err.Error(), Extensions: map[string]any{"code": "BAD_REQUEST"}}})
 		return
 	}
-	params.Headers = op.c.headers
+	// No params.Headers: the upgrade request's are not kept for the connection's life (what
+	// they say, the token and the client's address, is in the connection's context).
 	params.ReadTime = graphql.TraceTiming{Start: op.readAt, End: graphql.Now()}
 	rc, errs := exec.CreateOperationContext(ctx, params)
 	if errs != nil {

@@ -1,8 +1,10 @@
 package gqlws
 
 import (
-	"encoding/json"
+	"bytes"
+	"io"
 	"strconv"
+	"sync"
 
 	"github.com/coder/websocket"
 	"github.com/go-json-experiment/json/jsontext"
@@ -78,41 +80,84 @@ var protocols = map[string]*protocol{
 	},
 }
 
-// envelope is a client message: its type, the operation's id, and a payload left raw until
+// message is a client message: its kind, the operation's id, and a payload left raw until
 // the operation's own goroutine decodes it.
-type envelope struct {
-	Type    string          `json:"type"`
-	ID      *string         `json:"id"`
-	Payload json.RawMessage `json:"payload"`
-}
-
-// message is an envelope read and checked.
 type message struct {
 	kind    kind
 	id      string
-	payload json.RawMessage
+	payload []byte
 }
 
-// parse reads a client message. A message that is not a JSON object of a known type, or an
-// operation message without an id, is an error whose text the close frame carries.
+// envelopeDecoders recycles the decoders of parse.
+var envelopeDecoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewReader(nil)) }}
+
+// parse reads a client message: a JSON object with "type", "id" and "payload" (other members
+// are skipped). A message that is not such an object (strict JSON: no duplicate names, valid
+// UTF-8), of a type the protocol does not know, or an operation message without an id, is an
+// error whose text the close frame carries. It decodes token by token (jsontext) rather than
+// by reflection: it runs on the connection's reader goroutine, whose stack every idle
+// connection keeps, and encoding/json's depth alone would double it.
 func (p *protocol) parse(data []byte) (message, string) {
-	var e envelope
-	if err := json.Unmarshal(data, &e); err != nil {
-		return message{}, "Invalid message received: not a JSON object"
+	const notObject = "Invalid message received: not a JSON object with a string type"
+	dec := envelopeDecoders.Get().(*jsontext.Decoder)
+	defer envelopeDecoders.Put(dec)
+	dec.Reset(bytes.NewReader(data))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return message{}, notObject
 	}
-	k, ok := p.client[e.Type]
+	var m message
+	var typ string
+	var haveType, haveID bool
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return message{}, notObject
+		}
+		name := tok.String() // the token is void after the next read
+		switch name {
+		case "type", "id":
+			v, err := dec.ReadToken()
+			if err != nil {
+				return message{}, notObject
+			}
+			if v.Kind() == 'n' && name == "id" {
+				continue
+			}
+			if v.Kind() != '"' {
+				return message{}, "Invalid message received: " + name + " is not a string"
+			}
+			if name == "type" {
+				typ, haveType = v.String(), true
+			} else {
+				m.id, haveID = v.String(), true
+			}
+		case "payload":
+			v, err := dec.ReadValue()
+			if err != nil {
+				return message{}, notObject
+			}
+			if v.Kind() != 'n' {
+				m.payload = bytes.Clone(v)
+			}
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return message{}, notObject
+			}
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil || !haveType {
+		return message{}, notObject
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return message{}, notObject // more after the object
+	}
+	k, ok := p.client[typ]
 	if !ok {
-		return message{}, "Invalid message received: unknown type " + strconv.Quote(clip(e.Type))
+		return message{}, "Invalid message received: unknown type " + strconv.Quote(clip(typ))
 	}
-	m := message{kind: k, payload: e.Payload}
-	if e.ID != nil {
-		m.id = *e.ID
-	}
-	if (k == kindSubscribe || k == kindComplete) && m.id == "" {
-		return message{}, "Invalid message received: " + e.Type + " without an id"
-	}
-	if len(m.payload) == 4 && string(m.payload) == "null" {
-		m.payload = nil
+	m.kind = k
+	if (k == kindSubscribe || k == kindComplete) && (!haveID || m.id == "") {
+		return message{}, "Invalid message received: " + typ + " without an id"
 	}
 	return m, ""
 }

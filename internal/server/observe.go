@@ -62,27 +62,42 @@ func (o *observer) wrap(routes *http.ServeMux) http.Handler {
 			ctx, span = o.tracing.start(ctx, r)
 		}
 		// The request ends when the handler returns, or later for a WebSocket connection,
-		// which holds it open until it closes (requestLife).
+		// which holds it open until it closes (requestLife). What its end reports is taken
+		// from r when the handler returns, so that a held request keeps neither r nor the
+		// writer (net/http's connection and its 8 KB of buffers) alive.
 		life, _ := lifeOf(ctx)
-		defer life.handlerDone()
 		r = r.WithContext(withLife(ctx, life))
+		var f requestFacts
+		defer func() {
+			f = o.factsOf(r) // r.Pattern is set by now, also after a panic
+			sw.ResponseWriter = nil
+			life.handlerDone()
+		}()
 		o.metrics.inFlight.Inc()
 		life.onEnd(func() {
 			o.metrics.inFlight.Dec()
-			route, status, took := routeOf(r), sw.statusCode(), time.Since(start)
-			o.metrics.observe(route, r.Method, status, took)
+			status, took := sw.statusCode(), time.Since(start)
+			o.metrics.observe(f.route, f.method, status, took)
 			if span != nil {
-				o.tracing.end(span, r.Method, route, status)
+				o.tracing.end(span, f.method, f.route, status)
 			}
 			if o.log != nil {
-				o.accessLog(ctx, r, req, route, sw, took)
+				o.accessLog(ctx, &f, req, sw, took)
 			}
 		})
 		routes.ServeHTTP(sw, r) // sets r.Pattern
-		// A held request's end needs only the status and size; the writer would keep net/http's
-		// connection (and its 8 KB of buffers) alive as long as the WebSocket.
-		sw.ResponseWriter = nil
 	})
+}
+
+// requestFacts is what a request's end reports of it.
+type requestFacts struct{ method, route, path, client string }
+
+func (o *observer) factsOf(r *http.Request) requestFacts {
+	f := requestFacts{method: r.Method, route: routeOf(r), path: r.URL.Path}
+	if o.log != nil {
+		f.client = clientAddress(r, o.proxyHeader)
+	}
+	return f
 }
 
 // exchange is one request's record and its response writer.
@@ -104,17 +119,17 @@ func routeOf(r *http.Request) string {
 
 // accessLog writes the request's line. It is logged without the request's context: its
 // attributes are spelled out here, so a context-aware handler does not add them twice.
-func (o *observer) accessLog(ctx context.Context, r *http.Request, req *telemetry.Request, route string, sw *statusWriter, took time.Duration) {
+func (o *observer) accessLog(ctx context.Context, f *requestFacts, req *telemetry.Request, sw *statusWriter, took time.Duration) {
 	attrs := make([]slog.Attr, 0, 11)
 	attrs = append(attrs,
 		slog.String("request_id", req.ID),
-		slog.String("method", r.Method),
-		slog.String("route", route),
-		slog.String("path", r.URL.Path),
+		slog.String("method", f.method),
+		slog.String("route", f.route),
+		slog.String("path", f.path),
 		slog.Int("status", sw.statusCode()),
 		slog.Int64("bytes", sw.bytes),
 		slog.Float64("duration_ms", float64(took.Microseconds())/1000),
-		slog.String("client", clientAddress(r, o.proxyHeader)),
+		slog.String("client", f.client),
 	)
 	if op := req.Operation(); op != "" {
 		attrs = append(attrs, slog.String("operation", op))
