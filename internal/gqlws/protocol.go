@@ -3,6 +3,7 @@ package gqlws
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	"github.com/coder/websocket"
 	"github.com/go-json-experiment/json/jsontext"
@@ -102,7 +103,8 @@ func (p *protocol) parse(data []byte) (message, string) {
 	}
 	k, ok := p.client[e.Type]
 	if !ok {
-		return message{}, "Invalid message received: unknown type " + strconv.Quote(clip(e.Type))
+		// Quoted, then clipped: quoting may make a short type several times longer.
+		return message{}, "Invalid message received: unknown type " + clip(strconv.Quote(e.Type))
 	}
 	m := message{kind: k, payload: e.Payload}
 	if e.ID != nil {
@@ -137,9 +139,11 @@ func (p *protocol) encode(k kind, id string, payload []byte) []byte {
 }
 
 // clip shortens what a client sent before it goes into a close reason (at most 123 bytes).
+// The reason must be valid UTF-8 (a browser fails the connection, 1006, on one that is not):
+// a character cut short, or invalid to begin with, is dropped.
 func clip(s string) string {
 	if len(s) > 40 {
-		return s[:40] + "…"
+		s = s[:40] + "…"
 	}
-	return s
+	return strings.ToValidUTF8(s, "")
 }
