@@ -178,10 +178,12 @@ func (c *conn) start(m message) bool {
 	return true
 }
 
-// stop ends an operation the client completed; nothing more is sent for it.
+// stop ends an operation the client completed; nothing more is sent for it, and its id is
+// free at once (as graphql-ws frees it), though the operation may still be winding down.
 func (c *conn) stop(id string) {
 	c.mu.Lock()
 	op := c.ops[id]
+	delete(c.ops, id)
 	c.mu.Unlock()
 	if op != nil {
 		op.stopped.Store(true)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/coder/websocket"
@@ -153,7 +154,8 @@ func (p *protocol) parse(data []byte) (message, string) {
 	}
 	k, ok := p.client[typ]
 	if !ok {
-		return message{}, "Invalid message received: unknown type " + strconv.Quote(clip(typ))
+		// Quoted, then clipped: quoting may make a short type several times longer.
+		return message{}, "Invalid message received: unknown type " + clip(strconv.Quote(typ))
 	}
 	m.kind = k
 	if (k == kindSubscribe || k == kindComplete) && (!haveID || m.id == "") {
@@ -182,9 +184,11 @@ func (p *protocol) encode(k kind, id string, payload []byte) []byte {
 }
 
 // clip shortens what a client sent before it goes into a close reason (at most 123 bytes).
+// The reason must be valid UTF-8 (a browser fails the connection, 1006, on one that is not):
+// a character cut short, or invalid to begin with, is dropped.
 func clip(s string) string {
 	if len(s) > 40 {
-		return s[:40] + "…"
+		s = s[:40] + "…"
 	}
-	return s
+	return strings.ToValidUTF8(s, "")
 }

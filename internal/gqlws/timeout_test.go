@@ -1,0 +1,72 @@
+package gqlws_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/surgekit/surge/internal/gqlws"
+)
+
+// TestWriteTimeout: a client that stops reading while the server has messages for it is
+// disconnected once a write has waited Options.WriteTimeout, and its operations end.
+func TestWriteTimeout(t *testing.T) {
+	for _, field := range []string{"feed", "plain"} {
+		t.Run(field, func(t *testing.T) {
+			const timeout = 300 * time.Millisecond
+			f := newFixture(t, gqlws.Options{WriteTimeout: timeout})
+			f.pad.Store(256 << 10)
+			ctx, cancel := context.WithTimeout(context.Background(), within)
+			defer cancel()
+			ws, _, err := websocket.Dial(ctx, f.url, &websocket.DialOptions{Subprotocols: []string{transportWS}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.CloseNow()
+			write := func(s string) {
+				if err := ws.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write(`{"type":"connection_init"}`)
+			if _, data, err := ws.Read(ctx); err != nil || string(data) != `{"type":"connection_ack"}` {
+				t.Fatalf("%s %v", data, err)
+			}
+			// From here on the client reads nothing.
+			write(`{"type":"subscribe","id":"1","payload":{"query":"subscription { ` + field + `(key: \"k\") }"}}`)
+			f.waitSubscribers("k", 1)
+
+			// Push values until the subscriber is gone.
+			stop := make(chan struct{})
+			pushed := make(chan struct{})
+			go func() {
+				defer close(pushed)
+				for v := 1; ; v++ {
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Millisecond):
+					}
+					f.hub.push("k", v)
+				}
+			}()
+			start := time.Now()
+			waitFor(t, "the subscriber's end", func() bool { return f.hub.subscribers("k") == 0 })
+			gone := time.Now()
+			close(stop)
+			<-pushed
+			waitFor(t, "the operation's goroutine to end", func() bool { return goroutines("gqlws.(*operation)") == 0 })
+			waitFor(t, "the connection's end", func() bool { return goroutines("gqlws.(*conn).serve") == 0 })
+			// The write that stalled began right after a value was read: from there the reads
+			// paused for the write timeout (a value read after the failed write, which fails at
+			// once, may follow).
+			stalled := f.hub.longestPause(gone)
+			t.Logf("%d values taken; disconnected %v after the subscription; stalled %v", f.hub.reads.Load(), gone.Sub(start), stalled)
+			if stalled < timeout*3/4 || stalled > timeout*7/4 {
+				t.Fatalf("the writes stalled for %v before the disconnection, want about %v", stalled, timeout)
+			}
+		})
+	}
+}
