@@ -1,10 +1,13 @@
 package e2e_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -573,5 +576,144 @@ func TestVanishedOrderEndsWithError(t *testing.T) {
 	}
 	if code(errs[0]) != "NOT_FOUND" || errs[0].Message != "no such order" || fmt.Sprint(errs[0].Path) != "[orderStatus]" {
 		t.Fatalf("error %+v", errs[0])
+	}
+}
+
+// TestIdleSubscriptionMemory: what an idle subscription keeps on the server, heap and
+// goroutine stacks after a GC, is at most 20 KB (issue 16), measured over 300 buyers' connections
+// with voucherStock and orderStatus each. The clients are raw TCP connections that spoke the
+// protocol by hand and keep nothing but their socket, so the figure is the server's (and
+// conservative: it includes the clients' sockets).
+func TestIdleSubscriptionMemory(t *testing.T) {
+	const conns, maxKB = 300, 20.0
+	e := start(t, func(c *appConfig) { c.SeckillConsumer = false; c.WSMaxConnectionsPerIP = conns + 10 })
+	v := e.warmVoucher(conns + 1)
+	type buyer struct {
+		token string
+		order int64
+	}
+	buyers := make([]buyer, conns+1)
+	for i := range buyers {
+		token, user := e.user()
+		buyers[i] = buyer{token, e.grab(user, v)}
+	}
+	subscribe := func(b buyer) net.Conn {
+		c := dialRawWS(t, e.url+"/query", "graphql-transport-ws")
+		c.send(`{"type":"connection_init","payload":{"Authorization":"Bearer ` + b.token + `"}}`)
+		c.expect(`{"type":"connection_ack"}`)
+		c.send(`{"id":"s","type":"subscribe","payload":{"query":"subscription($v: ID!) { voucherStock(voucherId: $v) }","variables":{"v":"` + itoa(v) + `"}}}`)
+		c.send(`{"id":"o","type":"subscribe","payload":{"query":"subscription($o: ID!) { orderStatus(orderId: $o) }","variables":{"o":"` + strconv.FormatInt(b.order, 10) + `"}}}`)
+		c.expectNext()
+		c.expectNext()
+		return c.conn // the client keeps its socket only
+	}
+	// The first buyer warms what every subscription shares (the voucher's topic, the keeper).
+	held := []net.Conn{subscribe(buyers[0])}
+	settle := func() (heap, stacks uint64) {
+		waitFor(t, "the subscriptions' goroutines to end", func() bool { return goroutines("gqlws.(*operation)") == 0 })
+		var m runtime.MemStats
+		for range 3 { // a GC shrinks stacks by half at most
+			runtime.GC()
+		}
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc, m.StackInuse
+	}
+	heap0, stacks0 := settle()
+	for _, b := range buyers[1:] {
+		held = append(held, subscribe(b))
+	}
+	heap1, stacks1 := settle()
+	subs := float64(2 * conns)
+	heapKB, stackKB := float64(int64(heap1-heap0))/subs/1024, float64(int64(stacks1-stacks0))/subs/1024
+	t.Logf("per idle subscription: %.1f KB heap + %.1f KB stacks = %.1f KB (%d connections, 2 subscriptions each)", heapKB, stackKB, heapKB+stackKB, conns)
+	if heapKB+stackKB > maxKB {
+		t.Errorf("an idle subscription keeps %.1f KB on the server, want at most %.0f KB", heapKB+stackKB, maxKB)
+	}
+	for _, c := range held {
+		_ = c.Close()
+	}
+}
+
+// rawWS is a WebSocket client written by hand (RFC 6455), so that what it keeps is its socket.
+type rawWS struct {
+	t    *testing.T
+	conn net.Conn
+	br   *bufio.Reader
+}
+
+func dialRawWS(t *testing.T, url, subprotocol string) *rawWS {
+	t.Helper()
+	u := strings.TrimPrefix(url, "http://")
+	host, path, _ := strings.Cut(u, "/")
+	conn, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "GET /%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: %s\r\n\r\n", path, host, subprotocol)
+	c := &rawWS{t: t, conn: conn, br: bufio.NewReaderSize(conn, 512)}
+	resp, err := http.ReadResponse(c.br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return c
+}
+
+// send writes one masked text frame.
+func (c *rawWS) send(text string) {
+	c.t.Helper()
+	mask := [4]byte{7, 1, 3, 9}
+	b := []byte{0x81}
+	switch n := len(text); {
+	case n < 126:
+		b = append(b, 0x80|byte(n))
+	default:
+		b = append(b, 0x80|126, byte(n>>8), byte(n))
+	}
+	b = append(b, mask[:]...)
+	for i := range len(text) {
+		b = append(b, text[i]^mask[i%4])
+	}
+	if _, err := c.conn.Write(b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// read returns the next text frame's payload (the server's frames are unmasked).
+func (c *rawWS) read() string {
+	c.t.Helper()
+	var h [2]byte
+	if _, err := io.ReadFull(c.br, h[:]); err != nil {
+		c.t.Fatal(err)
+	}
+	n := int(h[1] & 0x7f)
+	if n == 126 {
+		var ext [2]byte
+		if _, err := io.ReadFull(c.br, ext[:]); err != nil {
+			c.t.Fatal(err)
+		}
+		n = int(ext[0])<<8 | int(ext[1])
+	}
+	p := make([]byte, n)
+	if _, err := io.ReadFull(c.br, p); err != nil {
+		c.t.Fatal(err)
+	}
+	return string(p)
+}
+
+func (c *rawWS) expect(want string) {
+	c.t.Helper()
+	if got := c.read(); got != want {
+		c.t.Fatalf("got %s, want %s", got, want)
+	}
+}
+
+// expectNext reads a "next" message without errors.
+func (c *rawWS) expectNext() {
+	c.t.Helper()
+	if got := c.read(); !strings.Contains(got, `"type":"next"`) || strings.Contains(got, `"errors"`) {
+		c.t.Fatalf("got %s, want a next message without errors", got)
 	}
 }

@@ -12,7 +12,7 @@ import (
 // bufferSize is the size of a connection's read buffer and of its write buffer. net/http
 // hands a hijacked connection 4 KB of each, kept for the WebSocket's life; this transport's
 // messages are mostly under 200 bytes, and a larger one is read or written past the buffer.
-const bufferSize = 1024
+const bufferSize = 512
 
 // smallBuffers is the upgrade's ResponseWriter: its Hijack gives coder/websocket buffers of
 // bufferSize instead of net/http's, carrying over any bytes net/http read past the request.

@@ -29,6 +29,7 @@ type conn struct {
 
 	mu     sync.Mutex
 	ops    map[string]*operation
+	subs   int // running subscriptions (Options.MaxSubscriptions)
 	closed bool
 }
 
@@ -184,6 +185,9 @@ func (c *conn) stop(id string) {
 	c.mu.Lock()
 	op := c.ops[id]
 	delete(c.ops, id)
+	if op != nil {
+		c.releaseLocked(op)
+	}
 	c.mu.Unlock()
 	if op != nil {
 		op.stopped.Store(true)
@@ -191,14 +195,35 @@ func (c *conn) stop(id string) {
 	}
 }
 
-// done forgets a finished operation.
+// done forgets a finished operation: its id and its subscription slot are free.
 func (c *conn) done(op *operation) {
 	c.mu.Lock()
 	if c.ops[op.id] == op {
 		delete(c.ops, op.id)
 	}
+	c.releaseLocked(op)
 	c.mu.Unlock()
 	op.cancel()
+}
+
+// takeSlot counts a subscription against Options.MaxSubscriptions; false if the connection
+// runs that many already.
+func (c *conn) takeSlot(op *operation) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if max := c.t.opts.MaxSubscriptions; max > 0 && c.subs >= max {
+		return false
+	}
+	c.subs++
+	op.slot = true
+	return true
+}
+
+func (c *conn) releaseLocked(op *operation) {
+	if op.slot {
+		op.slot = false
+		c.subs--
+	}
 }
 
 // write sends one message, within Options.WriteTimeout (coder/websocket closes the

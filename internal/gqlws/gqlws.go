@@ -48,6 +48,10 @@ type Options struct {
 	ReadLimit int64
 	// KeepAlive is how often each connection is pinged (15 s); negative: never.
 	KeepAlive time.Duration
+	// MaxSubscriptions caps the subscriptions one connection runs at once (0: no cap); one
+	// more ends at once with an "error" of code CodeSubscriptionLimit. A subscription's slot
+	// is free again when it ends or the client completes it.
+	MaxSubscriptions int
 	// WriteTimeout bounds one message to the client (10 s): a client that does not take it in
 	// time is not reading, and its connection is closed.
 	WriteTimeout time.Duration
@@ -132,6 +136,9 @@ func (t *Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 		c.serve()
 	}()
 }
+
+// CodeSubscriptionLimit is the code of a subscription beyond Options.MaxSubscriptions.
+const CodeSubscriptionLimit = "WEBSOCKET_LIMIT_EXCEEDED"
 
 type errorsKey struct{}
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
 
@@ -23,6 +24,7 @@ type operation struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	slot     bool        // it counts against Options.MaxSubscriptions (guarded by c.mu)
 	stopped  atomic.Bool // the client completed it: nothing more is sent
 	over     atomic.Bool // its last message went (or would have): nothing more is read or sent
 	attached atomic.Bool // a Listener announces the subscription's values
@@ -79,6 +81,12 @@ func (op *operation) run(payload json.RawMessage) {
 		return
 	}
 	op.oc = rc
+	if rc.Operation != nil && rc.Operation.Operation == ast.Subscription && !op.c.takeSlot(op) {
+		err := gqlerror.Errorf("too many subscriptions on this connection (at most %d): complete one first", op.c.t.opts.MaxSubscriptions)
+		err.Extensions = map[string]any{"code": CodeSubscriptionLimit}
+		op.fail(gqlerror.List{err})
+		return
+	}
 	ctx = graphql.WithOperationContext(ctx, rc)
 	ctx = context.WithValue(ctx, errorsKey{}, op)
 	if listen := op.c.t.opts.Listen; listen != nil {
@@ -152,7 +160,9 @@ func (op *operation) end(errs gqlerror.List) {
 	if !op.over.CompareAndSwap(false, true) {
 		return
 	}
-	defer op.c.done(op)
+	// Its id and slot are free before the client hears of the end: a client may reuse them
+	// as soon as it reads "complete".
+	op.c.done(op)
 	if op.stopped.Load() || op.c.ctx.Err() != nil {
 		return
 	}

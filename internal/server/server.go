@@ -130,10 +130,12 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.AroundOperations(recordOperation)
 	srv.AroundOperations(operationDeadline(opts.RequestTimeout))
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+		if op := graphql.GetOperationContext(ctx).Operation; op != nil && op.Operation == ast.Subscription {
+			return next(ctx) // no lookups to batch, and it would live as long as the subscription
+		}
 		return next(res.WithLoaders(ctx)) // batch shop(id:) and voucher(id:) lookups per operation
 	})
 	srv.AroundOperations(websocketSessions(res.Auth, opts.Logger))
-	srv.AroundOperations(limitSubscriptions)
 	srv.AroundFields(classifyResolverErrors(opts.Logger))
 	srv.SetErrorPresenter(presenter(opts.Suggestions))
 	srv.SetRecoverFunc(recoverPanic(opts.Logger))

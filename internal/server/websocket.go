@@ -23,8 +23,9 @@ import (
 const CodeNeedsWebsocket = "SUBSCRIPTION_NEEDS_WEBSOCKET"
 
 // CodeWebsocketLimit is the code of a WebSocket connection or subscription over the limits:
-// connections per client address (HTTP 429 at the upgrade), subscriptions per connection.
-const CodeWebsocketLimit = "WEBSOCKET_LIMIT_EXCEEDED"
+// connections per client address (HTTP 429 at the upgrade), subscriptions per connection
+// (gqlws.Options.MaxSubscriptions).
+const CodeWebsocketLimit = gqlws.CodeSubscriptionLimit
 
 func init() {
 	errcode.RegisterErrorType(CodeNeedsWebsocket, errcode.KindProtocol)
@@ -52,6 +53,8 @@ func websocketTransport(a *auth.Service, opts *Options) *gqlws.Transport {
 		InitTimeout: 10 * time.Second,
 		ReadLimit:   opts.MaxBodyBytes,
 		KeepAlive:   keepAlive,
+		// 5 000 subscriptions were accepted on one anonymous connection before there was a cap.
+		MaxSubscriptions: opts.WebsocketSubscriptions,
 		Hold:        holdRequest,
 		Listen:      func(ctx context.Context, l gqlws.Listener) context.Context { return live.WithListener(ctx, l) },
 		Logger:      opts.Logger,
@@ -67,7 +70,6 @@ func websocketInit(a *auth.Service, opts *Options) func(context.Context, map[str
 	log := opts.Logger
 	return func(ctx context.Context, payload map[string]any) (context.Context, error) {
 		ctx = context.WithValue(ctx, overWebsocket{}, true)
-		ctx = context.WithValue(ctx, subscriptionSlotsKey{}, make(subscriptionSlots, opts.WebsocketSubscriptions))
 		if h := initAuthorization(payload); h != "" {
 			// The payload's credentials replace the upgrade request's.
 			var err error
@@ -127,41 +129,6 @@ func (subscriptionsOverWebsocket) MutateOperationContext(ctx context.Context, op
 	err := gqlerror.Errorf("subscriptions need a WebSocket connection (graphql-transport-ws) to this endpoint")
 	errcode.Set(err, CodeNeedsWebsocket)
 	return err
-}
-
-// subscriptionSlots is a connection's semaphore of running subscriptions.
-type subscriptionSlots chan struct{}
-
-type subscriptionSlotsKey struct{}
-
-// slotGrace is how long a subscription waits for a slot: a client that completes one
-// subscription and starts another at once must not be refused because the first is still
-// winding down on the server.
-const slotGrace = 250 * time.Millisecond
-
-// limitSubscriptions caps the subscriptions running on one connection: 5 000 were accepted on
-// one anonymous connection before there was a cap. A
-// subscription's slot is given back when it ends (its context is cancelled: completed by
-// either side, or the connection closed).
-func limitSubscriptions(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
-	slots, ok := ctx.Value(subscriptionSlotsKey{}).(subscriptionSlots)
-	op := graphql.GetOperationContext(ctx).Operation
-	if !ok || op == nil || op.Operation != ast.Subscription {
-		return next(ctx)
-	}
-	wait := time.NewTimer(slotGrace)
-	defer wait.Stop()
-	select {
-	case slots <- struct{}{}:
-	case <-wait.C:
-		err := gqlerror.Errorf("too many subscriptions on this connection (at most %d): complete one first", cap(slots))
-		errcode.Set(err, CodeWebsocketLimit)
-		return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{err}})
-	case <-ctx.Done():
-		return graphql.OneShot(nil)
-	}
-	context.AfterFunc(ctx, func() { <-slots })
-	return next(ctx)
 }
 
 // clientConnections counts open WebSocket connections per client address.
