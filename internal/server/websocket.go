@@ -55,9 +55,9 @@ func websocketTransport(a *auth.Service, opts *Options) *gqlws.Transport {
 		KeepAlive:   keepAlive,
 		// 5 000 subscriptions were accepted on one anonymous connection before there was a cap.
 		MaxSubscriptions: opts.WebsocketSubscriptions,
-		Hold:        holdRequest,
-		Listen:      func(ctx context.Context, l gqlws.Listener) context.Context { return live.WithListener(ctx, l) },
-		Logger:      opts.Logger,
+		Hold:             holdRequest,
+		Listen:           func(ctx context.Context, l gqlws.Listener) context.Context { return live.WithListener(ctx, l) },
+		Logger:           opts.Logger,
 	})
 }
 
