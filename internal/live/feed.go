@@ -10,9 +10,10 @@ import (
 // feed is one kind of stream (voucher stock, order status): a topic per key with its
 // subscribers. A feed runs no goroutine of its own and none per subscriber: the Hub sets
 // values from events, catch-ups and sweeps, straight into each subscriber's one-value channel,
-// which the subscriber (gqlgen's goroutine of the subscription) reads; a throttled topic holds
-// a value back on a timer, and a subscriber whose context ends leaves through
-// context.AfterFunc. An idle subscription is a map entry and a buffered channel.
+// which the subscriber reads when its Listener hears of a value (or from a goroutine of its
+// own, without a Listener); a throttled topic holds a value back on a timer, and a subscriber
+// whose context ends leaves through context.AfterFunc. An idle subscription is a map entry and
+// a buffered channel.
 type feed[K comparable, V comparable] struct {
 	hub      *Hub
 	name     string

@@ -19,8 +19,11 @@
 // time a key is watched, so that an unknown key is an error of the subscription call itself),
 // then each change, through a one-value channel that always holds the latest value: a slow
 // subscriber never holds up the others, it skips intermediate values and still gets the
-// latest. The Hub runs no goroutine per subscriber: it writes into the channels, which the
-// subscriber's own goroutine (gqlgen's, for a GraphQL subscription) reads. Stock messages are
+// latest. The Hub runs no goroutine per subscriber: it writes into the channels, and tells
+// the subscription's [Listener], if its context carries one (WithListener), of each value and
+// of the close, so that the reader (the WebSocket transport, internal/gqlws) need not keep a
+// goroutine waiting on the channel either; without one, the subscriber's own goroutine reads
+// it (gqlgen's model). Stock messages are
 // throttled per voucher (at most one per [Options.StockThrottle], on a timer; the value sent
 // after a pause is the latest; a new subscriber gets the current value at once). An order's
 // stream ends after its first status other than QUEUED.
