@@ -99,7 +99,7 @@ var envelopeDecoders = sync.Pool{New: func() any { return jsontext.NewDecoder(by
 // by reflection: it runs on the connection's reader goroutine, whose stack every idle
 // connection keeps, and encoding/json's depth alone would double it.
 func (p *protocol) parse(data []byte) (message, string) {
-	const notObject = "Invalid message received: not a JSON object with a string type"
+	const notObject = "Invalid message received: not one JSON object (strict: no duplicate names) with a string type"
 	dec := envelopeDecoders.Get().(*jsontext.Decoder)
 	defer envelopeDecoders.Put(dec)
 	dec.Reset(bytes.NewReader(data))

@@ -66,6 +66,9 @@ func TestCloseCodes(t *testing.T) {
 		{"unknown type after init", "init", `{"type":"ka"}`},
 		// The close reason quotes the type: it must still fit a close frame (123 bytes).
 		{"unknown long type", "init", `{"type":"` + strings.Repeat(`\u0001`, 40) + `"}`},
+		// Strict JSON, as over HTTP: a second "query" must not slip past what was checked.
+		{"duplicate name in the payload", "init", `{"id":"1","type":"subscribe","payload":{"query":"{ hello }","query":"subscription { feed(key: \"k\") }"}}`},
+		{"duplicate type", "init", `{"type":"ping","type":"complete"}`},
 	} {
 		t.Run("invalid message 4400: "+tc.name, func(t *testing.T) {
 			c := newFixture(t, gqlws.Options{}).dial(transportWS)
