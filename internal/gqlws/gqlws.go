@@ -4,19 +4,22 @@
 // connection cheap, because in a flash sale every buyer holds one:
 //
 //   - the upgrade's handler returns once the connection is initialised; one goroutine per
-//     connection reads it, from a shallow stack, with 1 KB buffers instead of net/http's 4 KB
-//     (Options.Hold keeps the HTTP request's bookkeeping open until the connection ends);
+//     connection reads it, from a 4 KB stack (messages are parsed token by token, writes go
+//     from other goroutines), with 512-byte buffers instead of net/http's 4 KB (Options.Hold
+//     keeps the HTTP request's bookkeeping open until the connection ends);
 //   - every operation starts on a goroutine of its own, which ends when the operation has
 //     nothing to send: a subscription whose resolver hands its channel's wake-ups to a
 //     [Listener] (Options.Listen) keeps no goroutine while it waits, one is started when a
 //     value is ready; other subscriptions keep gqlgen's model, a goroutine waiting on the
 //     channel;
 //   - one goroutine pings all connections (keeper), and writes are bounded by
-//     Options.WriteTimeout, after which the connection is closed.
+//     Options.WriteTimeout, after which the connection is closed; Options.MaxSubscriptions
+//     caps the subscriptions of one connection.
 //
 // Protocol (graphql-transport-ws): connection_init within Options.InitTimeout (else close
 // 4408), once (4429); subscribe before connection_ack 4401; a subscribe whose id is running
-// 4409; a message that is not one of the protocol's 4400. An operation refused before it runs
+// 4409; a message that is not one of the protocol's (strict JSON) 4400; Options.Init's
+// refusal 1013. An operation refused before it runs
 // (parse, validation, limits) gets an "error" message; one that ran ends with "complete",
 // unless the client completed it first.
 package gqlws
