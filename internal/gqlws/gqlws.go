@@ -19,9 +19,8 @@
 // Protocol (graphql-transport-ws): connection_init within Options.InitTimeout (else close
 // 4408), once (4429); subscribe before connection_ack 4401; a subscribe whose id is running
 // 4409; a message that is not one of the protocol's (strict JSON) 4400; Options.Init's
-// refusal 1013. An operation refused before it runs
-// (parse, validation, limits) gets an "error" message; one that ran ends with "complete",
-// unless the client completed it first.
+// refusal 1013. An operation refused before it runs (parse, validation, limits) gets an
+// "error" message; one that ran ends with "complete", unless the client completed it first.
 package gqlws
 
 import (
