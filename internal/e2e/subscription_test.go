@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -523,24 +522,7 @@ func serverGoroutines() int {
 }
 
 // goroutines counts the goroutines with a frame containing s.
-func goroutines(s string) int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	count := 0
-	for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
-		if bytes.Contains(g, []byte(s)) {
-			count++
-		}
-	}
-	return count
-}
+func goroutines(s string) int { return testenv.CountGoroutines(s) }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -1,7 +1,6 @@
 package gqlws_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +22,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/surgekit/surge/internal/gqlws"
+	"github.com/surgekit/surge/internal/testenv"
 )
 
 // within bounds every wait of these tests: they are over in milliseconds when things work.
@@ -498,24 +497,7 @@ func errorCode(t *testing.T, m msg) string {
 }
 
 // goroutines counts the goroutines whose stack contains s.
-func goroutines(s string) int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	count := 0
-	for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
-		if bytes.Contains(g, []byte(s)) {
-			count++
-		}
-	}
-	return count
-}
+func goroutines(s string) int { return testenv.CountGoroutines(s) }
 
 // waitFor polls cond until it holds, failing the test after within.
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -172,18 +171,9 @@ func wantNothing[V any](t *testing.T, ch <-chan V, during time.Duration) {
 // liveGoroutines counts the subscribers' goroutines of package live (forwarders; the Hub's
 // own two run until Close).
 func liveGoroutines() (int, string) {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	count := 0
 	var dump strings.Builder
-	for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
+	for _, g := range testenv.Goroutines() {
 		if bytes.Contains(g, []byte("surge/internal/live.(*feed")) && !bytes.Contains(g, []byte("live_test.")) {
 			count++
 			dump.Write(g)
