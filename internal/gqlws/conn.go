@@ -17,12 +17,13 @@ import (
 // conn is one WebSocket connection: its protocol, its context (ended when the connection
 // ends), and its running operations by id.
 type conn struct {
-	t      *Transport
-	ws     *websocket.Conn
-	proto  *protocol
-	exec   graphql.GraphExecutor
-	ctx    context.Context // the connection's: Options.Init's, cancelled at the end
-	cancel context.CancelFunc
+	t       *Transport
+	ws      *websocket.Conn
+	proto   *protocol
+	exec    graphql.GraphExecutor
+	ctx     context.Context // the connection's: Options.Init's, cancelled at the end
+	cancel  context.CancelFunc
+	running chan struct{} // a token per operation executing (Options.MaxRunning)
 
 	lastRead atomic.Int64 // unix ns of the last message from the client
 	lastPing atomic.Int64 // unix ns of the last ping written (0: none yet)
@@ -41,7 +42,8 @@ func newConn(t *Transport, ws *websocket.Conn, r *http.Request, exec graphql.Gra
 	ws.SetReadLimit(t.opts.ReadLimit)
 	// The request's context ends when the handler returns; the connection outlives it.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	c := &conn{t: t, ws: ws, proto: proto, exec: exec, ctx: ctx, cancel: cancel, ops: map[string]*operation{}}
+	c := &conn{t: t, ws: ws, proto: proto, exec: exec, ctx: ctx, cancel: cancel, ops: map[string]*operation{},
+		running: make(chan struct{}, t.opts.MaxRunning)}
 	c.lastRead.Store(time.Now().UnixNano())
 	return c
 }
@@ -157,17 +159,26 @@ func (c *conn) read() (message, bool) {
 	return m, true
 }
 
-// start registers a subscribe message's operation and runs it on a goroutine of its own. A
-// running operation's id again closes the connection (4409); false then.
+// start registers a subscribe message's operation and runs it on a goroutine of its own,
+// once fewer than Options.MaxRunning are executing (the reader waits meanwhile). A running
+// operation's id again closes the connection (4409); false then, or if the connection ended.
 func (c *conn) start(m message) bool {
 	op := &operation{c: c, id: m.id, readAt: time.Now()}
+	select {
+	case c.running <- struct{}{}:
+		op.executing.Store(true)
+	case <-c.ctx.Done():
+		return false
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		op.executed()
 		return false
 	}
 	if _, dup := c.ops[m.id]; dup {
 		c.mu.Unlock()
+		op.executed()
 		c.close(closeDuplicateID, "Subscriber for "+clip(m.id)+" already exists")
 		return false
 	}

@@ -54,6 +54,12 @@ type Options struct {
 	// more ends at once with an "error" of code CodeSubscriptionLimit. A subscription's slot
 	// is free again when it ends or the client completes it.
 	MaxSubscriptions int
+	// MaxRunning caps the operations one connection executes at once (8): parsing,
+	// validation and execution, and for a subscription until its resolver has run. The reader
+	// waits for one to finish before it starts the next, so a client that sends operations
+	// faster than they are answered is held back (by TCP, as over HTTP/1.1) instead of running
+	// without bound; idle subscriptions do not count.
+	MaxRunning int
 	// WriteTimeout bounds one message to the client (10 s): a client that does not take it in
 	// time is not reading, and its connection is closed.
 	WriteTimeout time.Duration
@@ -78,6 +84,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.KeepAlive == 0 {
 		o.KeepAlive = 15 * time.Second
+	}
+	if o.MaxRunning <= 0 {
+		o.MaxRunning = 8
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 10 * time.Second

@@ -33,7 +33,7 @@ const within = 3 * time.Second
 // Both stream the values the test pushes to their key (a negative one makes the response
 // handler panic).
 var schema = gqlparser.MustLoadSchema(&ast.Source{Input: `
-	type Query { hello: String! }
+	type Query { hello: String! slow: String! }
 	type Subscription {
 		feed(key: String!): Int!
 		plain(key: String!): Int!
@@ -50,6 +50,9 @@ type fixture struct {
 	tr  *gqlws.Transport
 	hub *hub
 	pad atomic.Int64 // bytes of padding in each subscription message
+	// slow queries run until gate is closed; slowRunning counts those running.
+	gate        chan struct{}
+	slowRunning atomic.Int64
 }
 
 // newFixture serves the test schema through gqlws.New(opts). Unless opts says otherwise the
@@ -58,7 +61,7 @@ type fixture struct {
 // the GraphQL handler.
 func newFixture(t *testing.T, opts gqlws.Options, wrap ...func(http.Handler) http.Handler) *fixture {
 	t.Helper()
-	f := &fixture{t: t, hub: newHub()}
+	f := &fixture{t: t, hub: newHub(), gate: make(chan struct{})}
 	if opts.KeepAlive == 0 {
 		opts.KeepAlive = -1
 	}
@@ -106,6 +109,22 @@ func (f *fixture) exec(ctx context.Context) graphql.ResponseHandler {
 	oc := graphql.GetOperationContext(ctx)
 	field := oc.Operation.SelectionSet[0].(*ast.Field)
 	if oc.Operation.Operation != ast.Subscription {
+		if field.Name == "slow" {
+			ran := false
+			return func(ctx context.Context) *graphql.Response {
+				if ran {
+					return nil
+				}
+				ran = true
+				f.slowRunning.Add(1)
+				defer f.slowRunning.Add(-1)
+				select {
+				case <-f.gate:
+				case <-ctx.Done():
+				}
+				return &graphql.Response{Data: []byte(`{"slow":"done"}`)}
+			}
+		}
 		return graphql.OneShot(&graphql.Response{Data: []byte(`{"hello":"world"}`)})
 	}
 	key, _ := field.ArgumentMap(oc.Variables)["key"].(string)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/surgekit/surge/internal/gqlws"
 )
@@ -56,5 +57,45 @@ func TestMaxSubscriptions(t *testing.T) {
 				c.expectData("next", "1", field, i)
 			}
 		})
+	}
+}
+
+// TestMaxRunning: a connection executes at most MaxRunning operations at once; the others
+// wait (the reader stops reading meanwhile) and run as slots free, none refused or lost. Idle
+// subscriptions hold no slot.
+func TestMaxRunning(t *testing.T) {
+	const max, queries = 4, 20
+	f := newFixture(t, gqlws.Options{MaxRunning: max})
+	c := f.dial(transportWS)
+	c.init(transportWS)
+	for i := range max + 2 { // more idle subscriptions than slots
+		c.subscribe("subscribe", fmt.Sprint("s", i), `subscription { feed(key: "k") }`)
+	}
+	f.waitSubscribers("k", max+2)
+	for i := range queries {
+		c.subscribe("subscribe", fmt.Sprint("q", i), `{ slow }`)
+	}
+	c.subscribe("subscribe", "hello", `{ hello }`)
+	waitFor(t, "the slots to fill", func() bool { return f.slowRunning.Load() == max })
+	// They stay full: the reader waits for a slot rather than starting more.
+	for range 20 {
+		if n := f.slowRunning.Load(); n > max {
+			t.Fatalf("%d operations running at once, want at most %d", n, max)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := len(c.in); n != 0 {
+		t.Fatalf("%d answers before any slot freed", n)
+	}
+	close(f.gate)
+	answered := map[string]bool{}
+	for len(answered) < queries+1 {
+		m := c.next()
+		if m.Type == "next" {
+			answered[m.ID] = true
+		}
+	}
+	if !answered["hello"] {
+		t.Fatal("the query sent after the slow ones was not answered")
 	}
 }

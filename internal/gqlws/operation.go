@@ -24,10 +24,11 @@ type operation struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	slot     bool        // it counts against Options.MaxSubscriptions (guarded by c.mu)
-	stopped  atomic.Bool // the client completed it: nothing more is sent
-	over     atomic.Bool // its last message went (or would have): nothing more is read or sent
-	attached atomic.Bool // a Listener announces the subscription's values
+	slot      bool        // it counts against Options.MaxSubscriptions (guarded by c.mu)
+	executing atomic.Bool // it holds a token of c.running
+	stopped   atomic.Bool // the client completed it: nothing more is sent
+	over      atomic.Bool // its last message went (or would have): nothing more is read or sent
+	attached  atomic.Bool // a Listener announces the subscription's values
 	// ready counts the values (and the close) announced and not yet read, plus one while the
 	// operation is being dispatched. A goroutine reads them while it is above zero: started
 	// by the Ready that raises it from zero, ended by the read that brings it back to zero.
@@ -41,6 +42,13 @@ type operation struct {
 }
 
 func (op *operation) Attached() { op.attached.Store(true) }
+
+// executed gives the operation's token of c.running back (once): its expensive part is over.
+func (op *operation) executed() {
+	if op.executing.CompareAndSwap(true, false) {
+		<-op.c.running
+	}
+}
 
 func (op *operation) Ready() {
 	if op.ready.Add(1) == 1 {
@@ -59,6 +67,7 @@ func (op *operation) addError(err *gqlerror.Error) {
 // to its end.
 func (op *operation) run(payload json.RawMessage) {
 	defer op.recover()
+	defer op.executed()
 	exec := op.c.exec
 	ctx := graphql.StartOperationTrace(op.ctx)
 	params, err := decodeParams(payload)
@@ -93,6 +102,9 @@ func (op *operation) run(payload json.RawMessage) {
 		ctx = listen(ctx, op)
 	}
 	op.responses, op.rctx = exec.DispatchOperation(ctx, rc)
+	if rc.Operation != nil && rc.Operation.Operation == ast.Subscription {
+		op.executed() // its resolver has run; waiting for values is not executing
+	}
 	if !op.attached.Load() {
 		for op.next() {
 		}
