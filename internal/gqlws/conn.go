@@ -27,6 +27,7 @@ type conn struct {
 
 	lastRead atomic.Int64 // unix ns of the last message from the client
 	lastPing atomic.Int64 // unix ns of the last ping written (0: none yet)
+	pings    atomic.Int64 // pings read and not answered yet (pong)
 
 	mu     sync.Mutex
 	ops    map[string]*operation
@@ -122,9 +123,7 @@ func (c *conn) serve() {
 		case kindComplete:
 			c.stop(m.id)
 		case kindPing:
-			// Written from a goroutine of its own: the write path would deepen the reader's
-			// stack, which every idle connection keeps (4 KB instead of 8).
-			go c.write(kindPong, "", nil)
+			c.pong()
 		case kindPong:
 		case kindInit:
 			c.close(closeTooManyInits, "Too many initialisation requests")
@@ -137,6 +136,28 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// pong answers a ping from a goroutine of its own: the write path would deepen the reader's
+// stack, which every idle connection keeps (4 KB instead of 8). One goroutine at most writes
+// a connection's pongs, each pong answering every ping read before it was written, so a
+// client sending pings without reading the answers holds one goroutine, not one per ping.
+func (c *conn) pong() {
+	if c.pings.Add(1) > 1 {
+		return // the pong writer will answer it
+	}
+	go func() {
+		for {
+			n := c.pings.Load()
+			if !c.write(kindPong, "", nil) {
+				c.pings.Store(0) // the connection is closing
+				return
+			}
+			if c.pings.Add(-n) == 0 {
+				return
+			}
+		}
+	}()
 }
 
 // read returns the next message; false when the connection ended or sent something that is

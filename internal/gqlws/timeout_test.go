@@ -2,12 +2,14 @@ package gqlws_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/surgekit/surge/internal/gqlws"
+	"github.com/surgekit/surge/internal/testenv"
 )
 
 // TestWriteTimeout: a client that stops reading while the server has messages for it is
@@ -68,5 +70,73 @@ func TestWriteTimeout(t *testing.T) {
 				t.Fatalf("the writes stalled for %v before the disconnection, want about %v", stalled, timeout)
 			}
 		})
+	}
+}
+
+// TestPingFlood: a client that sends pings and reads nothing holds one goroutine of the
+// server for its pongs, not one per ping (a pong answers every ping read before it).
+func TestPingFlood(t *testing.T) {
+	f := newFixture(t, gqlws.Options{WriteTimeout: 2 * within})
+	f.pad.Store(256 << 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*within)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, f.url, &websocket.DialOptions{Subprotocols: []string{transportWS}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	write := func(s string) {
+		if err := ws.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"type":"connection_init"}`)
+	if _, data, err := ws.Read(ctx); err != nil || string(data) != `{"type":"connection_ack"}` {
+		t.Fatalf("%s %v", data, err)
+	}
+	// From here on the client reads nothing: 256 KB values fill the socket until the server's
+	// writes to it wait.
+	write(`{"type":"subscribe","id":"1","payload":{"query":"subscription { feed(key: \"k\") }"}}`)
+	f.waitSubscribers("k", 1)
+	stalled := func() bool {
+		for _, g := range testenv.Goroutines() {
+			if strings.Contains(string(g), "gqlws.(*operation).drain") && strings.Contains(string(g), "websocket.(*Conn).Write") {
+				return true
+			}
+		}
+		return false
+	}
+	// A write seen twice, 100 ms apart, is one that waits (a 256 KB write that goes through
+	// takes well under that).
+	var since time.Time
+	for v := 0; since.IsZero() || time.Since(since) < 100*time.Millisecond; v++ {
+		if v > 10_000 {
+			t.Fatal("the server's writes never waited")
+		}
+		switch {
+		case !stalled():
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		}
+		f.hub.push("k", v)
+		time.Sleep(time.Millisecond)
+	}
+	for range 500 {
+		write(`{"type":"ping"}`)
+	}
+	write(`{"type":"subscribe","id":"2","payload":{"query":"{ hello }"}}`) // read after every ping
+	defer func() {
+		if t.Failed() {
+			for _, g := range testenv.Goroutines() {
+				if strings.Contains(string(g), "gqlws.") {
+					t.Logf("%s", g)
+				}
+			}
+		}
+	}()
+	waitFor(t, "the pings to be read", func() bool { return goroutines("gqlws.(*operation).run") == 1 })
+	if n := goroutines("gqlws.(*conn).pong"); n > 1 {
+		t.Fatalf("%d goroutines writing pongs for 500 unread pings, want at most 1", n)
 	}
 }
