@@ -14,9 +14,13 @@ import (
 // with onEnd runs once, at that end, last registered first.
 type requestLife struct {
 	mu   sync.Mutex
-	refs int // the handler, and each hold
-	ends []func()
+	refs int      // the handler, and each hold
+	ends []func() // onEnd's
+	last ender    // runs after ends: the owner's report (the observer's exchange)
 }
+
+// ender is what a request's owner does at its end.
+type ender interface{ end() }
 
 type requestLifeKey struct{}
 
@@ -56,12 +60,17 @@ func (l *requestLife) release() {
 	l.mu.Lock()
 	l.refs--
 	var ends []func()
+	var last ender
 	if l.refs == 0 {
 		ends, l.ends = l.ends, nil
+		last, l.last = l.last, nil
 	}
 	l.mu.Unlock()
 	for _, fn := range slices.Backward(ends) {
 		fn()
+	}
+	if last != nil {
+		last.end()
 	}
 }
 

@@ -51,42 +51,57 @@ const routeUnmatched = "unmatched"
 
 func (o *observer) wrap(routes *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		x := &exchange{statusWriter: statusWriter{ResponseWriter: w}} // one allocation for both
-		sw, req := &x.statusWriter, &x.request
-		req.ID = o.requestID(r)
-		w.Header().Set(headerRequestID, req.ID)
-		ctx := telemetry.WithRequest(r.Context(), req)
-		var span trace.Span
+		// One allocation for the writer, the request's record, its life and its report.
+		x := &exchange{statusWriter: statusWriter{ResponseWriter: w}, o: o, start: time.Now()}
+		x.request.ID = o.requestID(r)
+		w.Header().Set(headerRequestID, x.request.ID)
+		ctx := telemetry.WithRequest(r.Context(), &x.request)
 		if o.tracing != nil {
-			ctx, span = o.tracing.start(ctx, r)
+			ctx, x.span = o.tracing.start(ctx, r)
 		}
+		x.ctx = ctx
 		// The request ends when the handler returns, or later for a WebSocket connection,
 		// which holds it open until it closes (requestLife). What its end reports is taken
 		// from r when the handler returns, so that a held request keeps neither r nor the
 		// writer (net/http's connection and its 8 KB of buffers) alive.
-		life, _ := lifeOf(ctx)
-		r = r.WithContext(withLife(ctx, life))
-		var f requestFacts
+		x.life.refs = 1
+		x.life.last = x
+		r = r.WithContext(withLife(ctx, &x.life))
 		defer func() {
-			f = o.factsOf(r) // r.Pattern is set by now, also after a panic
-			sw.ResponseWriter = nil
-			life.handlerDone()
+			x.facts = o.factsOf(r) // r.Pattern is set by now, also after a panic
+			x.ResponseWriter = nil
+			x.life.handlerDone()
 		}()
 		o.metrics.inFlight.Inc()
-		life.onEnd(func() {
-			o.metrics.inFlight.Dec()
-			status, took := sw.statusCode(), time.Since(start)
-			o.metrics.observe(f.route, f.method, status, took)
-			if span != nil {
-				o.tracing.end(span, f.method, f.route, status)
-			}
-			if o.log != nil {
-				o.accessLog(ctx, &f, req, sw, took)
-			}
-		})
-		routes.ServeHTTP(sw, r) // sets r.Pattern
+		routes.ServeHTTP(&x.statusWriter, r) // sets r.Pattern
 	})
+}
+
+// exchange is one request as the observer sees it: the writer that records its status and
+// size, the record the layers share, its life, and what its end reports.
+type exchange struct {
+	statusWriter
+	request telemetry.Request
+	life    requestLife
+	o       *observer
+	start   time.Time
+	span    trace.Span // nil: tracing off
+	ctx     context.Context
+	facts   requestFacts
+}
+
+// end reports the request: metrics, span, access log (requestLife runs it last).
+func (x *exchange) end() {
+	o, f := x.o, &x.facts
+	o.metrics.inFlight.Dec()
+	status, took := x.statusCode(), time.Since(x.start)
+	o.metrics.observe(f.route, f.method, status, took)
+	if x.span != nil {
+		o.tracing.end(x.span, f.method, f.route, status)
+	}
+	if o.log != nil {
+		o.accessLog(x.ctx, f, &x.request, &x.statusWriter, took)
+	}
 }
 
 // requestFacts is what a request's end reports of it.
@@ -98,12 +113,6 @@ func (o *observer) factsOf(r *http.Request) requestFacts {
 		f.client = clientAddress(r, o.proxyHeader)
 	}
 	return f
-}
-
-// exchange is one request's record and its response writer.
-type exchange struct {
-	statusWriter
-	request telemetry.Request
 }
 
 // routeOf is the pattern that served r, without its method ("/query"), or routeUnmatched.
