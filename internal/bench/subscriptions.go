@@ -59,7 +59,7 @@ Measured on the 2-core machine, -server-process, 10 000 + 10 000 (docs/benchmark
 idle CPU 0.9 %, 2.5 Redis commands/s, no SQL of its own but 4 Hub reads in 10 s (the sweeps),
 CREATED p50 13 / p99 38 ms, 10 061 goroutines (0.50 per subscription), RSS 756 MB (36.5 KB
 per subscription, the GC's headroom included; what a subscription keeps, heap and stacks after
-a GC, is 9.4 KB: TestIdleSubscriptionMemory; medians of 3).
+a GC, is about 9.5 KB: TestIdleSubscriptionMemory; medians of 3).
 `
 
 // SubscriptionsResult is the JSON line of bench subscriptions. The server's figures (CPU, RSS,
