@@ -262,7 +262,11 @@ func (c *conn) releaseLocked(op *operation) {
 // connection when a write times out). Writes from several goroutines are serialised by
 // coder/websocket.
 func (c *conn) write(k kind, id string, payload []byte) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), c.t.opts.WriteTimeout)
+	return c.writeWithin(c.t.opts.WriteTimeout, k, id, payload)
+}
+
+func (c *conn) writeWithin(d time.Duration, k kind, id string, payload []byte) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	return c.ws.Write(ctx, websocket.MessageText, c.proto.encode(k, id, payload)) == nil
 }
@@ -299,7 +303,7 @@ func (c *conn) end() {
 // keepAlive is the keeper's round for this connection (see keeper).
 func (c *conn) keepAlive(now time.Time, interval time.Duration) {
 	if c.proto.name != transportWS {
-		c.writeWithin(pingTimeout, kindKeepAlive)
+		c.writeWithin(pingTimeout, kindKeepAlive, "", nil)
 		return
 	}
 	if ping := c.lastPing.Load(); ping != 0 && c.lastRead.Load() < ping && now.Sub(time.Unix(0, ping)) > interval*3/2 {
@@ -307,15 +311,9 @@ func (c *conn) keepAlive(now time.Time, interval time.Duration) {
 		return
 	}
 	sent := time.Now().UnixNano() // before the write: its pong may be read before Write returns
-	if c.writeWithin(pingTimeout, kindPing) && c.lastPing.Load() <= c.lastRead.Load() {
+	if c.writeWithin(pingTimeout, kindPing, "", nil) && c.lastPing.Load() <= c.lastRead.Load() {
 		c.lastPing.Store(sent) // the oldest unanswered ping counts
 	}
-}
-
-func (c *conn) writeWithin(d time.Duration, k kind) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	return c.ws.Write(ctx, websocket.MessageText, c.proto.encode(k, "", nil)) == nil
 }
 
 // decodeParams decodes a subscribe payload as gqlgen does (numbers kept as json.Number).

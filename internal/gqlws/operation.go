@@ -72,7 +72,7 @@ func (op *operation) run(payload json.RawMessage) {
 	ctx := graphql.StartOperationTrace(op.ctx)
 	params, err := decodeParams(payload)
 	if err != nil {
-		op.fail(gqlerror.List{{Message: err.Error(), Extensions: map[string]any{"code": "BAD_REQUEST"}}})
+		op.end(gqlerror.List{{Message: err.Error(), Extensions: map[string]any{"code": "BAD_REQUEST"}}})
 		return
 	}
 	// No params.Headers: the upgrade request's are not kept for the connection's life (what
@@ -82,7 +82,7 @@ func (op *operation) run(payload json.RawMessage) {
 	if errs != nil {
 		resp := exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs)
 		if errcode.GetErrorKind(errs) == errcode.KindProtocol {
-			op.fail(resp.Errors)
+			op.end(resp.Errors)
 		} else {
 			op.send(&graphql.Response{Errors: resp.Errors})
 			op.finish()
@@ -90,10 +90,11 @@ func (op *operation) run(payload json.RawMessage) {
 		return
 	}
 	op.oc = rc
-	if rc.Operation != nil && rc.Operation.Operation == ast.Subscription && !op.c.takeSlot(op) {
+	subscription := rc.Operation != nil && rc.Operation.Operation == ast.Subscription
+	if subscription && !op.c.takeSlot(op) {
 		err := gqlerror.Errorf("too many subscriptions on this connection (at most %d): complete one first", op.c.t.opts.MaxSubscriptions)
 		err.Extensions = map[string]any{"code": CodeSubscriptionLimit}
-		op.fail(gqlerror.List{err})
+		op.end(gqlerror.List{err})
 		return
 	}
 	ctx = graphql.WithOperationContext(ctx, rc)
@@ -102,7 +103,7 @@ func (op *operation) run(payload json.RawMessage) {
 		ctx = listen(ctx, op)
 	}
 	op.responses, op.rctx = exec.DispatchOperation(ctx, rc)
-	if rc.Operation != nil && rc.Operation.Operation == ast.Subscription {
+	if subscription {
 		op.executed() // its resolver has run; waiting for values is not executing
 	}
 	if !op.attached.Load() {
@@ -163,11 +164,8 @@ func (op *operation) finish() {
 	op.end(errs)
 }
 
-// fail ends the operation with an "error" message (no "complete" follows).
-func (op *operation) fail(errs gqlerror.List) { op.end(errs) }
-
-// end sends the operation's last message, once: "error" with errs, else "complete"; nothing
-// if the client completed it or the connection is gone.
+// end sends the operation's last message, once: "error" with errs (no "complete" follows),
+// else "complete"; nothing if the client completed it or the connection is gone.
 func (op *operation) end(errs gqlerror.List) {
 	if !op.over.CompareAndSwap(false, true) {
 		return
@@ -203,5 +201,5 @@ func (op *operation) recover() {
 	if !errors.As(err, &gqlErr) {
 		gqlErr = &gqlerror.Error{Message: "internal error", Extensions: map[string]any{"code": "INTERNAL"}}
 	}
-	op.fail(gqlerror.List{gqlErr})
+	op.end(gqlerror.List{gqlErr})
 }
