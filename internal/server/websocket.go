@@ -10,6 +10,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/coder/websocket"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -70,7 +71,7 @@ func websocketInit(a *auth.Service, opts *Options) func(context.Context, map[str
 	log := opts.Logger
 	return func(ctx context.Context, payload map[string]any) (context.Context, error) {
 		ctx = context.WithValue(ctx, overWebsocket{}, true)
-		if h := initAuthorization(payload); h != "" {
+		if h := transport.InitPayload(payload).Authorization(); h != "" {
 			// The payload's credentials replace the upgrade request's.
 			var err error
 			if ctx, err = a.WithToken(auth.WithSession(ctx, "", nil), auth.ParseBearer(h)); err != nil {
@@ -80,16 +81,6 @@ func websocketInit(a *auth.Service, opts *Options) func(context.Context, map[str
 		}
 		return ctx, nil
 	}
-}
-
-// initAuthorization is the Authorization entry of a connection_init payload.
-func initAuthorization(payload map[string]any) string {
-	for _, key := range []string{"Authorization", "authorization"} {
-		if v, _ := payload[key].(string); v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // websocketSessions re-resolves the connection's token at each operation over a WebSocket, so
