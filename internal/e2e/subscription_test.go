@@ -632,8 +632,9 @@ func dialRawWS(t *testing.T, url, subprotocol string) *rawWS {
 		t.Fatal(err)
 	}
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(conn, "GET /%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: %s\r\n\r\n", path, host, subprotocol)
+	if _, err := io.WriteString(conn, testenv.UpgradeRequest(host, "/"+path, subprotocol)); err != nil {
+		t.Fatal(err)
+	}
 	c := &rawWS{t: t, conn: conn, br: bufio.NewReaderSize(conn, 512)}
 	resp, err := http.ReadResponse(c.br, nil)
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
@@ -643,43 +644,19 @@ func dialRawWS(t *testing.T, url, subprotocol string) *rawWS {
 	return c
 }
 
-// send writes one masked text frame.
+// send writes one text frame.
 func (c *rawWS) send(text string) {
 	c.t.Helper()
-	mask := [4]byte{7, 1, 3, 9}
-	b := []byte{0x81}
-	switch n := len(text); {
-	case n < 126:
-		b = append(b, 0x80|byte(n))
-	default:
-		b = append(b, 0x80|126, byte(n>>8), byte(n))
-	}
-	b = append(b, mask[:]...)
-	for i := range len(text) {
-		b = append(b, text[i]^mask[i%4])
-	}
-	if _, err := c.conn.Write(b); err != nil {
+	if _, err := c.conn.Write(testenv.ClientFrame([]byte(text))); err != nil {
 		c.t.Fatal(err)
 	}
 }
 
-// read returns the next text frame's payload (the server's frames are unmasked).
+// read returns the next frame's payload.
 func (c *rawWS) read() string {
 	c.t.Helper()
-	var h [2]byte
-	if _, err := io.ReadFull(c.br, h[:]); err != nil {
-		c.t.Fatal(err)
-	}
-	n := int(h[1] & 0x7f)
-	if n == 126 {
-		var ext [2]byte
-		if _, err := io.ReadFull(c.br, ext[:]); err != nil {
-			c.t.Fatal(err)
-		}
-		n = int(ext[0])<<8 | int(ext[1])
-	}
-	p := make([]byte, n)
-	if _, err := io.ReadFull(c.br, p); err != nil {
+	_, p, err := testenv.ReadServerFrame(c.br)
+	if err != nil {
 		c.t.Fatal(err)
 	}
 	return string(p)

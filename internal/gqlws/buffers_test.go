@@ -2,8 +2,6 @@ package gqlws_test
 
 import (
 	"bufio"
-	"encoding/binary"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -11,11 +9,12 @@ import (
 	"time"
 
 	"github.com/surgekit/surge/internal/gqlws"
+	"github.com/surgekit/surge/internal/testenv"
 )
 
 // TestBytesAfterUpgrade: a client that sends its first messages in the same write as the
 // upgrade request is served: the bytes net/http read past the request reach the WebSocket
-// (the 1 KB buffers carry them over; more than 1 KB ahead keeps net/http's buffers).
+// (the 512-byte buffers carry them over; more than that ahead keeps net/http's buffers).
 func TestBytesAfterUpgrade(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -41,11 +40,9 @@ func TestBytesAfterUpgrade(t *testing.T) {
 			}
 			defer nc.Close()
 			_ = nc.SetDeadline(time.Now().Add(within))
-			out := "GET / HTTP/1.1\r\nHost: " + strings.TrimPrefix(f.url, "ws://") + "\r\n" +
-				"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n" +
-				"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n"
+			out := testenv.UpgradeRequest(strings.TrimPrefix(f.url, "ws://"), "/", transportWS)
 			for _, m := range tc.ahead {
-				out += string(clientFrame([]byte(m)))
+				out += string(testenv.ClientFrame([]byte(m)))
 			}
 			if _, err := nc.Write([]byte(out)); err != nil { // one write: request and messages
 				t.Fatal(err)
@@ -59,64 +56,14 @@ func TestBytesAfterUpgrade(t *testing.T) {
 				t.Fatalf("status %s", resp.Status)
 			}
 			for _, want := range tc.want {
-				op, payload := readFrame(t, br)
+				op, payload, err := testenv.ReadServerFrame(br)
+				if err != nil {
+					t.Fatal(err)
+				}
 				if op != 1 || string(payload) != want {
 					t.Fatalf("got opcode %d %q, want a text frame %s", op, payload, want)
 				}
 			}
 		})
 	}
-}
-
-// clientFrame is a masked, final text frame (RFC 6455 5.2), as a client must send.
-func clientFrame(payload []byte) []byte {
-	b := []byte{0x81} // FIN, text
-	switch n := len(payload); {
-	case n < 126:
-		b = append(b, 0x80|byte(n))
-	case n <= 0xffff:
-		b = append(b, 0x80|126)
-		b = binary.BigEndian.AppendUint16(b, uint16(n))
-	default:
-		b = append(b, 0x80|127)
-		b = binary.BigEndian.AppendUint64(b, uint64(n))
-	}
-	key := [4]byte{0x12, 0x34, 0x56, 0x78}
-	b = append(b, key[:]...)
-	for i, c := range payload {
-		b = append(b, c^key[i%4])
-	}
-	return b
-}
-
-// readFrame reads one unmasked server frame: its opcode and payload.
-func readFrame(t *testing.T, r io.Reader) (byte, []byte) {
-	t.Helper()
-	var h [2]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		t.Fatal(err)
-	}
-	if h[1]&0x80 != 0 {
-		t.Fatal("a masked server frame")
-	}
-	n := uint64(h[1] & 0x7f)
-	switch n {
-	case 126:
-		var l [2]byte
-		if _, err := io.ReadFull(r, l[:]); err != nil {
-			t.Fatal(err)
-		}
-		n = uint64(binary.BigEndian.Uint16(l[:]))
-	case 127:
-		var l [8]byte
-		if _, err := io.ReadFull(r, l[:]); err != nil {
-			t.Fatal(err)
-		}
-		n = binary.BigEndian.Uint64(l[:])
-	}
-	p := make([]byte, n)
-	if _, err := io.ReadFull(r, p); err != nil {
-		t.Fatal(err)
-	}
-	return h[0] & 0x0f, p
 }

@@ -20,23 +20,7 @@ func TestWriteTimeout(t *testing.T) {
 			const timeout = 300 * time.Millisecond
 			f := newFixture(t, gqlws.Options{WriteTimeout: timeout})
 			f.pad.Store(256 << 10)
-			ctx, cancel := context.WithTimeout(context.Background(), within)
-			defer cancel()
-			ws, _, err := websocket.Dial(ctx, f.url, &websocket.DialOptions{Subprotocols: []string{transportWS}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ws.CloseNow()
-			write := func(s string) {
-				if err := ws.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			write(`{"type":"connection_init"}`)
-			if _, data, err := ws.Read(ctx); err != nil || string(data) != `{"type":"connection_ack"}` {
-				t.Fatalf("%s %v", data, err)
-			}
-			// From here on the client reads nothing.
+			write := f.dialDeaf(within)
 			write(`{"type":"subscribe","id":"1","payload":{"query":"subscription { ` + field + `(key: \"k\") }"}}`)
 			f.waitSubscribers("k", 1)
 
@@ -78,24 +62,8 @@ func TestWriteTimeout(t *testing.T) {
 func TestPingFlood(t *testing.T) {
 	f := newFixture(t, gqlws.Options{WriteTimeout: 2 * within})
 	f.pad.Store(256 << 10)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*within)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, f.url, &websocket.DialOptions{Subprotocols: []string{transportWS}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	write := func(s string) {
-		if err := ws.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(`{"type":"connection_init"}`)
-	if _, data, err := ws.Read(ctx); err != nil || string(data) != `{"type":"connection_ack"}` {
-		t.Fatalf("%s %v", data, err)
-	}
-	// From here on the client reads nothing: 256 KB values fill the socket until the server's
-	// writes to it wait.
+	write := f.dialDeaf(2 * within)
+	// 256 KB values fill the socket until the server's writes to it wait.
 	write(`{"type":"subscribe","id":"1","payload":{"query":"subscription { feed(key: \"k\") }"}}`)
 	f.waitSubscribers("k", 1)
 	stalled := func() bool {
@@ -139,4 +107,28 @@ func TestPingFlood(t *testing.T) {
 	if n := goroutines("gqlws.(*conn).pong"); n > 1 {
 		t.Fatalf("%d goroutines writing pongs for 500 unread pings, want at most 1", n)
 	}
+}
+
+// dialDeaf connects a graphql-transport-ws client that reads the connection_ack and nothing
+// after it; it returns the client's write, which may be used for d.
+func (f *fixture) dialDeaf(d time.Duration) (write func(string)) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	f.t.Cleanup(cancel)
+	ws, _, err := websocket.Dial(ctx, f.url, &websocket.DialOptions{Subprotocols: []string{transportWS}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = ws.CloseNow() })
+	write = func(s string) {
+		f.t.Helper()
+		if err := ws.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	write(`{"type":"connection_init"}`)
+	if _, data, err := ws.Read(ctx); err != nil || string(data) != `{"type":"connection_ack"}` {
+		f.t.Fatalf("%s %v", data, err)
+	}
+	return write
 }

@@ -37,7 +37,7 @@ func (s *syncBuffer) String() string {
 // TestHeldRequestEndsWithConnection: a request whose handler holds it (a WebSocket upgrade,
 // gqlws.Options.Hold) stays in flight after the handler returns, and its metrics, access-log
 // line and per-address connection slot end when the hold is released: the connection's life,
-// not the upgrade's. A plain request ends with its handler.
+// not the upgrade's.
 func TestHeldRequestEndsWithConnection(t *testing.T) {
 	logs := &syncBuffer{}
 	opts := Options{Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(logs, nil)),
