@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/surgekit/surge/ent/voucher"
+	"github.com/surgekit/surge/internal/app"
 	"github.com/surgekit/surge/internal/catalog"
 	"github.com/surgekit/surge/internal/testenv"
 	"github.com/surgekit/surge/seckill"
@@ -38,6 +39,7 @@ type wsClient struct {
 	msgs    chan wsMsg
 	done    chan struct{}   // closed when the reader stops
 	stopped map[string]bool // operations the client completed: their late messages are skipped
+	err     error           // what ended the connection (once msgs is closed)
 }
 
 // dialWS opens a WebSocket to /query with the graphql-transport-ws subprotocol and the given
@@ -84,6 +86,7 @@ func (c *wsClient) read() {
 	for {
 		_, data, err := c.conn.Read(context.Background())
 		if err != nil {
+			c.err = err
 			return
 		}
 		m := wsMsg{at: time.Now()}
@@ -675,4 +678,61 @@ func (c *rawWS) expectNext() {
 	if got := c.read(); !strings.Contains(got, `"type":"next"`) || strings.Contains(got, `"errors"`) {
 		c.t.Fatalf("got %s, want a next message without errors", got)
 	}
+}
+
+// TestWebsocketWithFrozenRedis: with Redis frozen (SIGSTOP), a WebSocket whose session
+// cannot be read is not left hanging: an operation on an open connection gets an error at
+// the request deadline, and a new connection_init is refused (closed with 1013, try again
+// later) rather than waiting on Redis; once Redis answers again, connections work.
+func TestWebsocketWithFrozenRedis(t *testing.T) {
+	redisSrv := testenv.StartRedis(t)
+	e := start(t, func(c *app.Config) {
+		c.RedisAddrs, c.SessionCache, c.RequestTimeout = []string{redisSrv.Addr}, 0, time.Second
+	})
+	token := e.login(testenv.Phone())
+	open := e.ws(map[string]any{"Authorization": "Bearer " + token}, nil)
+	redisSrv.Freeze()
+	defer redisSrv.Thaw()
+
+	start := time.Now()
+	open.subscribe("me", `{ me { id } }`, nil)
+	err := open.nextError("me")
+	t.Logf("operation with Redis frozen: %s after %v", code(err), time.Since(start).Round(time.Millisecond))
+	if c := code(err); c != "UNAVAILABLE" && c != "TIMEOUT" {
+		t.Fatalf("operation with Redis frozen: %+v, want UNAVAILABLE or TIMEOUT", err)
+	}
+
+	start = time.Now()
+	open.subscribe("sub", `subscription { voucherStock(voucherId: "1") }`, nil)
+	err = open.nextError("sub")
+	t.Logf("subscription with Redis frozen: %s after %v", code(err), time.Since(start).Round(time.Millisecond))
+	if c := code(err); c != "UNAVAILABLE" || time.Since(start) > 3*time.Second {
+		t.Fatalf("subscription with Redis frozen: %+v after %v, want UNAVAILABLE within the request deadline", err, time.Since(start))
+	}
+	anonymous := e.ws(nil, nil)
+	start = time.Now()
+	anonymous.subscribe("sub", `subscription { voucherStock(voucherId: "1") }`, nil)
+	err = anonymous.nextError("sub")
+	t.Logf("anonymous subscription with Redis frozen: %s after %v", code(err), time.Since(start).Round(time.Millisecond))
+	if c := code(err); (c != "UNAVAILABLE" && c != "TIMEOUT") || time.Since(start) > 3*time.Second {
+		t.Fatalf("anonymous subscription with Redis frozen: %+v after %v, want UNAVAILABLE or TIMEOUT within the request deadline", err, time.Since(start))
+	}
+
+	start = time.Now()
+	c, _, dialErr := e.dialWS(nil)
+	if dialErr != nil {
+		t.Fatal(dialErr)
+	}
+	c.send(map[string]any{"type": "connection_init", "payload": map[string]any{"Authorization": "Bearer " + token}})
+	for m := range c.msgs {
+		t.Fatalf("connection_init with Redis frozen answered %+v, want the connection closed", m)
+	}
+	took := time.Since(start)
+	if s := websocket.CloseStatus(c.err); s != 1013 || took > 3*time.Second { // 8 s before the lookup had the deadline
+		t.Fatalf("connection_init with Redis frozen: closed %v (%v) after %v, want 1013 within the request deadline", s, c.err, took)
+	}
+	t.Logf("connection_init with Redis frozen: closed %d after %v", websocket.CloseStatus(c.err), took.Round(time.Millisecond))
+
+	redisSrv.Thaw()
+	e.ws(map[string]any{"Authorization": "Bearer " + token}, nil)
 }

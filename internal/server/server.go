@@ -135,7 +135,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 		}
 		return next(res.WithLoaders(ctx)) // batch shop(id:) and voucher(id:) lookups per operation
 	})
-	srv.AroundOperations(websocketSessions(res.Auth, opts.Logger))
+	srv.AroundOperations(websocketSessions(res.Auth, opts.Logger, opts.RequestTimeout))
 	srv.AroundFields(classifyResolverErrors(opts.Logger))
 	srv.SetErrorPresenter(presenter(opts.Suggestions))
 	srv.SetRecoverFunc(recoverPanic(opts.Logger))

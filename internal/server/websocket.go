@@ -66,7 +66,8 @@ func websocketTransport(a *auth.Service, opts *Options) *gqlws.Transport {
 // connection_init payload, else the Authorization header of the upgrade request (resolved by
 // withRequestContext before the upgrade). A missing or unknown token makes the connection
 // anonymous, as over HTTP; fields that need a login answer UNAUTHENTICATED. A session store
-// failure refuses the connection (closed with 1013, try again later).
+// failure, or no answer within the request deadline, refuses the connection (closed with
+// 1013, try again later).
 func websocketInit(a *auth.Service, opts *Options) func(context.Context, map[string]any) (context.Context, error) {
 	log := opts.Logger
 	return func(ctx context.Context, payload map[string]any) (context.Context, error) {
@@ -74,7 +75,7 @@ func websocketInit(a *auth.Service, opts *Options) func(context.Context, map[str
 		if h := transport.InitPayload(payload).Authorization(); h != "" {
 			// The payload's credentials replace the upgrade request's.
 			var err error
-			if ctx, err = a.WithToken(auth.WithSession(ctx, "", nil), auth.ParseBearer(h)); err != nil {
+			if ctx, err = sessionWithin(a, auth.WithSession(ctx, "", nil), auth.ParseBearer(h), opts.RequestTimeout); err != nil {
 				log.ErrorContext(ctx, "websocket init: session store failed", "err", err)
 				return ctx, errors.New("session store unavailable")
 			}
@@ -86,19 +87,36 @@ func websocketInit(a *auth.Service, opts *Options) func(context.Context, map[str
 // websocketSessions re-resolves the connection's token at each operation over a WebSocket, so
 // that a session ended (logout, expiry) since connection_init no longer counts and an active
 // connection keeps its session alive, as every HTTP request does.
-func websocketSessions(a *auth.Service, log *slog.Logger) graphql.OperationMiddleware {
+func websocketSessions(a *auth.Service, log *slog.Logger, timeout time.Duration) graphql.OperationMiddleware {
 	return func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		token := auth.TokenFromContext(ctx)
 		if ctx.Value(overWebsocket{}) == nil || token == "" {
 			return next(ctx)
 		}
-		ctx, err := a.WithToken(ctx, token)
+		ctx, err := sessionWithin(a, ctx, token, timeout)
 		if err != nil {
 			log.ErrorContext(ctx, "websocket operation: session store failed", "err", err)
 			return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{unavailableError(sessionStoreMessage)}})
 		}
 		return next(ctx)
 	}
+}
+
+// sessionWithin resolves token into ctx's session (auth.Service.WithToken), the lookup
+// bounded by timeout: the context it returns has no deadline of its own (it is a connection's
+// or a subscription's, which last as long as they are wanted), yet with Redis frozen the
+// lookup must not wait for the client's own timeouts and retries (8 s was measured).
+func sessionWithin(a *auth.Service, ctx context.Context, token string, timeout time.Duration) (context.Context, error) {
+	if token == "" {
+		return ctx, nil
+	}
+	lookup, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sess, err := a.Authenticate(lookup, token)
+	if err != nil {
+		return ctx, err
+	}
+	return auth.WithSession(ctx, token, sess), nil
 }
 
 // subscriptionsOverWebsocket refuses subscriptions sent over plain HTTP, which would answer
