@@ -87,7 +87,11 @@ func (c *conn) init() bool {
 			return false
 		}
 		if c.t.opts.Init != nil {
-			ctx, err := c.t.opts.Init(c.ctx, payload)
+			ctx, err := c.callInit(payload)
+			if errors.Is(err, errInitPanicked) {
+				c.close(websocket.StatusInternalError, "internal error")
+				return false
+			}
 			if err != nil {
 				if c.proto.name == legacyWS {
 					b, _ := json.Marshal(map[string]string{"message": err.Error()})
@@ -105,6 +109,21 @@ func (c *conn) init() bool {
 		c.t.keeper.add(c)
 		return true
 	}
+}
+
+// errInitPanicked is Options.Init's panic, recovered.
+var errInitPanicked = errors.New("gqlws: Options.Init panicked")
+
+// callInit runs Options.Init, a panic in it recovered (logged; the connection is closed with
+// 1011) rather than left to net/http, which would drop the connection without a word.
+func (c *conn) callInit(payload map[string]any) (ctx context.Context, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.t.opts.Logger.Error("websocket: connection_init panicked", "panic", r)
+			ctx, err = c.ctx, errInitPanicked
+		}
+	}()
+	return c.t.opts.Init(c.ctx, payload)
 }
 
 // serve reads the client's messages until the connection ends, then ends its operations.

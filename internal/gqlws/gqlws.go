@@ -41,7 +41,8 @@ type Options struct {
 	Accept websocket.AcceptOptions
 	// Init runs on connection_init with its payload (nil if none); the context it returns is
 	// the connection's (operations derive theirs from it). An error refuses the connection:
-	// it is closed with 1013 (try again later) and the error's text.
+	// it is closed with 1013 (try again later) and the error's text; a panic, recovered, closes
+	// it with 1011.
 	Init func(ctx context.Context, payload map[string]any) (context.Context, error)
 	// InitTimeout is how long a client has to send connection_init (10 s).
 	InitTimeout time.Duration

@@ -56,6 +56,17 @@ func TestCloseCodes(t *testing.T) {
 			t.Errorf("close reason %q, want %q", ce.Reason, errRefused)
 		}
 	})
+	t.Run("init panicked 1011", func(t *testing.T) {
+		// A panic in the caller's callback is recovered: the client is told, the server lives
+		// and serves the next connection.
+		panics := func(context.Context, map[string]any) (context.Context, error) { panic("a bug in Init") }
+		f := newFixture(t, gqlws.Options{Init: panics})
+		for range 2 {
+			c := f.dial(transportWS)
+			c.send("connection_init", "", nil)
+			c.closed(websocket.StatusInternalError)
+		}
+	})
 	for _, tc := range []struct{ name, before, message string }{
 		{"not JSON", "", "hello"},
 		{"not an object", "", "[1]"},
@@ -69,6 +80,9 @@ func TestCloseCodes(t *testing.T) {
 		// Strict JSON, as over HTTP: a second "query" must not slip past what was checked.
 		{"duplicate name in the payload", "init", `{"id":"1","type":"subscribe","payload":{"query":"{ hello }","query":"subscription { feed(key: \"k\") }"}}`},
 		{"duplicate type", "init", `{"type":"ping","type":"complete"}`},
+		// Nearly 1 MiB of nesting: refused by the envelope's parse (depth bounded, no recursion).
+		{"nesting", "init", `{"id":"1","type":"subscribe","payload":{"query":"{ hello }","variables":{"x":` +
+			strings.Repeat("[", 400_000) + strings.Repeat("]", 400_000) + `}}}`},
 	} {
 		t.Run("invalid message 4400: "+tc.name, func(t *testing.T) {
 			c := newFixture(t, gqlws.Options{}).dial(transportWS)
