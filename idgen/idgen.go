@@ -34,6 +34,7 @@ type config struct {
 	target    time.Duration
 	skew      time.Duration
 	namespace string // "" or "<ns>:", the start of every key
+	epochs    EpochStore
 	err       error
 }
 
@@ -381,14 +382,32 @@ func (g *Generator) reserve(ctx context.Context, d *day, n, floor int64) (reserv
 		return reservation{}, fmt.Errorf("%w: %s", ErrSequenceExhausted, d.key)
 	}
 	floor = max(floor, g.highWater(d.num))
-	r, err := redisctx.Do(ctx, g.rdb, func(ctx context.Context) (lua.IDReservation, error) {
-		return lua.ReserveIDs(ctx, g.rdb, d.key, n, d.expireAt, floor, g.cfg.fence())
-	})
-	switch {
-	case err != nil:
-		return reservation{}, fmt.Errorf("idgen: reserving from %s: %w", d.key, err)
-	case r.Expired:
-		return reservation{}, fmt.Errorf("%w: %s expired at %s by Redis's clock", ErrDayExpired, d.key, time.Unix(d.expireAt, 0).UTC().Format(time.RFC3339))
+	mode := lua.FenceInPlace
+	if g.cfg.epochs != nil {
+		mode = lua.FenceAsk
+	}
+	var r lua.IDReservation
+	for {
+		var err error
+		asked := time.Now()
+		r, err = redisctx.Do(ctx, g.rdb, func(ctx context.Context) (lua.IDReservation, error) {
+			return lua.ReserveIDs(ctx, g.rdb, d.key, n, d.expireAt, floor, g.cfg.fence(), mode)
+		})
+		if err == nil && r.NeedsFence {
+			r, err = g.fenceDurably(ctx, d, n, floor, r, asked)
+			if errors.Is(err, errFenceRetry) {
+				if err = pauseBeforeAsking(ctx); err == nil {
+					continue
+				}
+			}
+		}
+		switch {
+		case err != nil:
+			return reservation{}, fmt.Errorf("idgen: reserving from %s: %w", d.key, err)
+		case r.Expired:
+			return reservation{}, fmt.Errorf("%w: %s expired at %s by Redis's clock", ErrDayExpired, d.key, time.Unix(d.expireAt, 0).UTC().Format(time.RFC3339))
+		}
+		break
 	}
 	if r.Fenced {
 		g.fenced.Add(1)
