@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/internal/apperr"
 	"github.com/surgekit/surge/seckill"
 )
@@ -22,6 +23,15 @@ var refusalAnswers = map[string]struct {
 	"not_ready":         {apperr.NotReady, "the sale is being prepared: retry in a moment"},
 	"rate_limited":      {apperr.RateLimited, "too many attempts: slow down and retry in a moment"},
 	"no_such_voucher":   {apperr.NotFound, "no such seckill voucher"},
+}
+
+// orderAnswer maps seckill.ErrOrderLost to ORDER_LOST; the rest passes through.
+func orderAnswer(o *ent.SeckillOrder, err error) (*ent.SeckillOrder, error) {
+	if errors.Is(err, seckill.ErrOrderLost) {
+		return nil, apperr.New(apperr.OrderLost, "you have no order with this id; if a grab told you this id, "+
+			"that order was lost when the sale's Redis lost its data before writing it: its unit is back on sale, grab again")
+	}
+	return o, err
 }
 
 // grabError maps the refusals of seckill.Grab to client errors; other errors pass through

@@ -42,5 +42,5 @@ func (r *queryResolver) Order(ctx context.Context, id int) (*ent.SeckillOrder, e
 	if err != nil {
 		return nil, err
 	}
-	return r.Seckill.Order(ctx, s.UserID, int64(id))
+	return orderAnswer(r.Seckill.Order(ctx, s.UserID, int64(id)))
 }

@@ -2,7 +2,8 @@
 -- minus the orders still in the stream (admitted, not yet written), computed here so that no
 -- admission slips between reading the stream's length and setting the stock. With
 -- rebuild = 1 the stream's buyers are added back too (the database cannot know them), and the
--- meta records the server's run_id (see seckill_state.lua): the state is current for it.
+-- meta records the server's run_id (see seckill_state.lua): the state is current for it, and
+-- when (rebuilt, Unix ms): orders told before it may have been lost with the state it replaced.
 -- The caller holds the voucher's lock, so the consumer commits nothing meanwhile.
 --
 -- ARGV[6] bounds when the commit may still run (Redis's clock, Unix ms): the caller holds the
@@ -51,7 +52,7 @@ redis.call('HSET', KEYS[1], 'begin', ARGV[1], 'end', ARGV[2], 'on', ARGV[3])
 if ARGV[5] == '1' then
   local info = redis.pcall('INFO', 'server')
   local run = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or ''
-  redis.call('HSET', KEYS[1], 'run', run)
+  redis.call('HSET', KEYS[1], 'run', run, 'rebuilt', nowms)
 end
 local keep = math.max(tonumber(ARGV[2]), nowms) + tonumber(ARGV[7])
 redis.call('HSET', KEYS[1], 'keep', keep)

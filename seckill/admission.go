@@ -41,6 +41,7 @@ type admission struct {
 	log    *slog.Logger
 	warm   func(ctx context.Context, voucherID int) error // rebuilds a voucher Redis lost
 	vouchs voucherInfos
+	told   *told // the orders told, until written (told.go)
 }
 
 // Bounds of the work a grab on a voucher Redis lost starts.
@@ -68,10 +69,12 @@ func (a *admission) grab(ctx context.Context, userID, voucherID int) (Admission,
 	}
 	switch r.Outcome {
 	case lua.GrabAdmitted:
+		a.told.note(voucherID, userID, orderID, time.Now())
 		return Admission{OrderID: orderID, Status: StatusQueued}, nil
 	case lua.GrabNotReady:
 		return Admission{}, a.notReady(ctx, voucherID)
 	case lua.GrabAlreadyBuyer:
+		a.told.note(voucherID, userID, r.Holder, time.Now())
 		return Admission{OrderID: r.Holder, Status: StatusQueued}, ErrAlreadyPurchased
 	}
 	return Admission{}, refusalOf(r.Outcome)

@@ -80,6 +80,9 @@ func (e *env) users(n int) []int {
 func (e *env) options(o seckill.Options) seckill.Options {
 	o.Prefix = e.prefix
 	o.Dialect = e.db.Dialect
+	if o.EpochStore == nil {
+		o.EpochStore = e.db.Epochs()
+	}
 	if o.Logger == nil {
 		o.Logger = quietLogger()
 	}
@@ -139,13 +142,14 @@ func (e *env) state(v int) state {
 	var st state
 	vo := e.db.Ent.Voucher.GetX(ctx, v)
 	st.dbStock = *vo.Stock
-	st.orders = e.db.Ent.SeckillOrder.Query().Where(seckillorder.VoucherID(v), seckillorder.StatusNEQ(seckillorder.StatusFAILED)).CountX(ctx)
-	st.failed = e.db.Ent.SeckillOrder.Query().Where(seckillorder.VoucherID(v), seckillorder.StatusEQ(seckillorder.StatusFAILED)).CountX(ctx)
+	givenUp := []seckillorder.Status{seckillorder.StatusFAILED, seckillorder.StatusLOST}
+	st.orders = e.db.Ent.SeckillOrder.Query().Where(seckillorder.VoucherID(v), seckillorder.StatusNotIn(givenUp...)).CountX(ctx)
+	st.failed = e.db.Ent.SeckillOrder.Query().Where(seckillorder.VoucherID(v), seckillorder.StatusIn(givenUp...)).CountX(ctx)
 	var dup []struct {
 		UserID int `json:"user_id"`
 		Count  int `json:"count"`
 	}
-	e.db.Ent.SeckillOrder.Query().Where(seckillorder.VoucherID(v), seckillorder.StatusNEQ(seckillorder.StatusFAILED)).
+	e.db.Ent.SeckillOrder.Query().Where(seckillorder.VoucherID(v), seckillorder.StatusNotIn(givenUp...)).
 		GroupBy(seckillorder.FieldUserID).Aggregate(ent.Count()).ScanX(ctx, &dup)
 	for _, d := range dup {
 		if d.Count > 1 {

@@ -44,6 +44,12 @@ var (
 // ErrClosed is returned after Close.
 var ErrClosed = errors.New("seckill: service closed")
 
+// ErrOrderLost is Service.Order's answer for an id no order has that was issued before a
+// Redis loss (its second is before the order id counter's latest durable fence; needs
+// Options.EpochStore): if a grab told it, Redis lost the order before it was written, and a
+// process that could have recorded it LOST was gone too. Its unit is back on sale.
+var ErrOrderLost = errors.New("seckill: no order has this id; an order told under it was lost with Redis's data before it was written")
+
 // outcomeRefusal is the sentinel of a refusal the admission script answers.
 func outcomeRefusal(o lua.GrabOutcome, msg string) *Refusal {
 	return &Refusal{reason: o.String(), msg: msg}

@@ -16,6 +16,7 @@ type metrics struct {
 	batches   prometheus.Histogram
 	// What a Redis that lost state sends the consumer (see rehome.go).
 	rehomed, superseded, lost prometheus.Counter
+	toldLost                  prometheus.Counter // orders told, lost before written (told.go)
 	// background counts the errors of background work that has no caller to return them to
 	// (logged too), by what failed.
 	background *prometheus.CounterVec
@@ -51,6 +52,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "surge_seckill_orders_lost_total",
 			Help: "Orders recorded FAILED because Redis lost their entries while they were being written.",
 		}),
+		toldLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "surge_seckill_orders_told_lost_total",
+			Help: "Orders told to their users and recorded LOST: Redis lost them (a flush, a failover, an AOF's lost tail) before any consumer wrote them.",
+		}),
 		background: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "surge_seckill_background_errors_total",
 			Help: "Errors of the consumer's background work (listing vouchers, unregistering finished ones, forgetting gone consumers), retried on a later pass.",
@@ -65,7 +70,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.grabs.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(m.grabs, m.persisted, m.dead, m.claimed, m.batches, m.rehomed, m.superseded, m.lost, m.background)
+		reg.MustRegister(m.grabs, m.persisted, m.dead, m.claimed, m.batches, m.rehomed, m.superseded, m.lost, m.toldLost, m.background)
 	}
 	return m
 }

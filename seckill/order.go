@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/ent/seckillorder"
 )
 
 // order is one admitted order read from a stream.
@@ -78,7 +80,7 @@ const (
 	standsNowhere   standing = iota // no row, no alias: not written yet
 	standsOwn                       // a live row under its own id, of its user and voucher
 	standsElsewhere                 // an alias leads to a live order under another id
-	standsFailed                    // recorded FAILED (under its id, or where its alias leads)
+	standsFailed                    // recorded FAILED or LOST (under its id, or where its alias leads)
 	standsTaken                     // its id is another order's row, and no alias leads anywhere
 )
 
@@ -87,6 +89,12 @@ type trace struct {
 	standing   standing
 	via        int64 // standsElsewhere: the order standing for it
 	superseded bool  // standsElsewhere: the user's other order, not a re-homed copy
+}
+
+// givenUp reports whether an order of this status is given up on: FAILED, or LOST (Redis lost
+// it before it was written). Neither holds the user's slot nor a unit of stock.
+func givenUp(s seckillorder.Status) bool {
+	return s == seckillorder.StatusFAILED || s == seckillorder.StatusLOST
 }
 
 // orderRow is what tracing needs of an order's row.

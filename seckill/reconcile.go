@@ -50,8 +50,12 @@ type VoucherReport struct {
 
 	// The database.
 	DBStock  int `json:"db_stock"`
-	DBOrders int `json:"db_orders"` // live orders (status other than FAILED)
-	DBFailed int `json:"db_failed"` // FAILED orders
+	DBOrders int `json:"db_orders"` // live orders (status other than FAILED or LOST)
+	DBFailed int `json:"db_failed"` // FAILED and LOST orders (they hold no slot and no stock)
+	// DBLost counts the LOST orders among DBFailed: orders their users were told that Redis
+	// lost before they were written (LostIDs lists the first of them).
+	DBLost  int     `json:"db_lost"`
+	LostIDs []int64 `json:"lost_ids,omitempty"`
 
 	// Redis; all zero with StrategySync (RedisChecked false).
 	RedisChecked bool `json:"redis_checked"`

@@ -16,8 +16,12 @@ type dbOrders struct {
 	aliases map[aliasKey]aliasRow // every alias of the voucher (see classify)
 }
 
-// maxExamples is how many examples of a database problem a report lists.
-const maxExamples = 5
+// maxExamples is how many examples of a database problem a report lists; maxLostListed how
+// many LOST orders.
+const (
+	maxExamples   = 5
+	maxLostListed = 100
+)
 
 // inspectHeld inspects a voucher holding its row lock as well, so that no batch commits
 // during the snapshot: consumers serialise on that row lock (with row locks they do not take
@@ -85,6 +89,12 @@ type orderTally struct {
 
 // count adds one order: to the report's counts, to the live orders, or to the problems.
 func (t *orderTally) count(r *VoucherReport, db *dbOrders, o orderRecord) {
+	if o.lost {
+		r.DBLost++
+		if len(r.LostIDs) < maxLostListed {
+			r.LostIDs = append(r.LostIDs, o.id)
+		}
+	}
 	if o.failed {
 		r.DBFailed++
 		if o.slot {
@@ -130,6 +140,14 @@ func (t *orderTally) report(r *VoucherReport) {
 	if len(t.failedSlot) > 0 {
 		r.problem(false, "database: %d FAILED orders still hold the user's slot; e.g. %s",
 			len(t.failedSlot), strings.Join(t.failedSlot[:min(maxExamples, len(t.failedSlot))], ", "))
+	}
+	if r.DBLost > 0 {
+		ids := make([]string, 0, maxExamples)
+		for _, id := range r.LostIDs[:min(maxExamples, len(r.LostIDs))] {
+			ids = append(ids, strconv.FormatInt(id, 10))
+		}
+		r.note("%d orders LOST (told to their users, lost with Redis's data before they were written; their units went back on sale); e.g. %s",
+			r.DBLost, strings.Join(ids, ", "))
 	}
 	if !r.Seckill && (r.DBOrders > 0 || r.DBFailed > 0) {
 		r.problem(false, "database: %d orders of a voucher that is not a seckill voucher", r.DBOrders+r.DBFailed)

@@ -43,7 +43,7 @@ func (s *sqlStore) traceIn(ctx context.Context, c *ent.Client, voucherID int, or
 	}
 	rows := make(map[int64]orderRow, len(found))
 	for _, r := range found {
-		rows[int64(r.ID)] = orderRow{user: r.UserID, voucher: r.VoucherID, failed: r.Status == seckillorder.StatusFAILED}
+		rows[int64(r.ID)] = orderRow{user: r.UserID, voucher: r.VoucherID, failed: givenUp(r.Status)}
 	}
 	aliases, err := aliasesWhere(ctx, c, seckillorderalias.VoucherID(voucherID), seckillorderalias.AdmittedIDIn(ids...))
 	if err != nil {
@@ -78,7 +78,7 @@ func aliasesWhere(ctx context.Context, c *ent.Client, where ...predicate.Seckill
 	}
 	failed := make(map[int]bool, len(statuses))
 	for _, o := range statuses {
-		failed[o.ID] = o.Status == seckillorder.StatusFAILED
+		failed[o.ID] = givenUp(o.Status)
 	}
 	out := make([]aliasRecord, 0, len(found))
 	for _, a := range found {
@@ -184,19 +184,50 @@ func liveOrderOf(ctx context.Context, c *ent.Client, userID, voucherID int) (int
 	return int64(ids[len(ids)-1]), nil
 }
 
-// ensureFailed records an order FAILED unless it stands somewhere already: under its own
-// id, or, if that id is another order's, under a fresh id that an alias leads to. It reports
-// whether it wrote a record.
+// ensureFailed records an order FAILED unless it stands somewhere already (ensureGivenUp).
 func (s *sqlStore) ensureFailed(ctx context.Context, c *ent.Client, voucherID int, o order, tr trace) (bool, error) {
+	return s.ensureGivenUp(ctx, c, voucherID, o, tr, seckillorder.StatusFAILED)
+}
+
+// ensureGivenUp records an order with status (FAILED or LOST) unless it stands somewhere
+// already: under its own id, or, if that id is another order's, under a fresh id that an
+// alias leads to. It reports whether it wrote a record.
+func (s *sqlStore) ensureGivenUp(ctx context.Context, c *ent.Client, voucherID int, o order, tr trace, status seckillorder.Status) (bool, error) {
 	switch tr.standing {
 	case standsNowhere:
-		n, err := s.insertOrders(ctx, c, voucherID, []order{o}, seckillorder.StatusFAILED)
+		n, err := s.insertOrders(ctx, c, voucherID, []order{o}, status)
 		return n == 1, err
 	case standsTaken:
-		_, err := s.freshRow(ctx, c, voucherID, o, seckillorder.StatusFAILED)
+		_, err := s.freshRow(ctx, c, voucherID, o, status)
 		return err == nil, err
 	}
 	return false, nil
+}
+
+// recordToldLost records LOST the orders told to their users that Redis lost before any
+// consumer wrote them (see told.go), holding the voucher's row lock so that no batch commit
+// lands meanwhile: those that stand nowhere in the database, checked again under the lock. It
+// returns the orders it recorded.
+func (s *sqlStore) recordToldLost(ctx context.Context, voucherID int, orders []order) ([]order, error) {
+	var recorded []order
+	err := s.inVoucherTx(ctx, voucherID, func(c *ent.Client) error {
+		recorded = recorded[:0]
+		traces, err := s.traceIn(ctx, c, voucherID, orders)
+		if err != nil {
+			return err
+		}
+		for i, o := range orders {
+			wrote, err := s.ensureGivenUp(ctx, c, voucherID, o, traces[i], seckillorder.StatusLOST)
+			if err != nil {
+				return err
+			}
+			if wrote {
+				recorded = append(recorded, o)
+			}
+		}
+		return nil
+	})
+	return recorded, err
 }
 
 // recordFailed records an order given up on as FAILED (see ensureFailed), holding the

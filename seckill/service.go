@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/ent"
+	"github.com/surgekit/surge/ent/seckillorder"
 	"github.com/surgekit/surge/idgen"
 	"github.com/surgekit/surge/lock"
 	"github.com/surgekit/surge/redisctx"
@@ -77,6 +78,14 @@ type Options struct {
 	DeadLetterMaxLen int64
 	// Linger keeps reading a voucher's stream this long after its sale ended. (1 h)
 	Linger time.Duration
+
+	// EpochStore keeps the order id counter's fences in the database (idgen.WithEpochStore,
+	// e.g. idgen.NewSQLEpochs on the same database), so that no order id is issued twice
+	// whatever Redis loses, and so that Order can tell an id issued before a loss. Without it,
+	// a loss in the same second as the counter's last fence reissues ids (re-homing keeps
+	// every order, under a fresh id behind an alias). Every process of a deployment must use
+	// it, or none. (none)
+	EpochStore idgen.EpochStore
 }
 
 // DefaultPrefix names the sale keys and locks when Options.Prefix is empty.
@@ -181,6 +190,7 @@ type Service struct {
 	recovery  *recovery
 	reconcile *reconciler
 	status    *statusReader
+	told      *told
 	consuming atomic.Bool // a RunConsumer runs
 	db        *ent.Client
 	events    *events
@@ -223,7 +233,11 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 	s := &Service{opts: o, rdb: rdb, db: db, bg: newBackground(), m: newMetrics(o.Registerer)}
 	s.events = newEvents(rdb, KeyPrefix(o.Namespace, o.Prefix)+":events", o.Logger.With("component", "seckill"))
 	var err error
-	if s.ids, err = idgen.NewSegment(rdb, "order", idgen.WithClock(o.Clock), idgen.WithNamespace(o.Namespace)); err != nil {
+	idOpts := []idgen.Option{idgen.WithClock(o.Clock), idgen.WithNamespace(o.Namespace)}
+	if o.EpochStore != nil {
+		idOpts = append(idOpts, idgen.WithEpochStore(o.EpochStore))
+	}
+	if s.ids, err = idgen.NewSegment(rdb, "order", idOpts...); err != nil {
 		return nil, err
 	}
 	s.locks = lock.New(rdb, lock.Options{Prefix: inNamespace(o.Namespace, "lock"), WatchdogLease: voucherLockLease, Metrics: lock.NewMetrics(o.Registerer)})
@@ -232,6 +246,9 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 		return nil, errors.Join(err, s.ids.Close(), s.locks.Close())
 	}
 	s.assemble(store)
+	if o.Strategy == StrategyLua {
+		s.bg.goBackground(s.told.run)
+	}
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(backlog{s})
 	}
@@ -251,7 +268,12 @@ func (s *Service) assemble(store orderStore) {
 		rdb: s.rdb, keys: keys, store: store, locks: s.voucherLocks(), ids: s.ids, settler: settler,
 		bg: s.bg, group: o.Group, clock: o.Clock, log: log,
 	}
+	s.told = &told{
+		rdb: s.rdb, keys: keys, store: store, m: s.m, log: log,
+		emit: func(o order, voucherID int) { s.events.order(o.id, o.user, voucherID, seckillorder.StatusLOST) },
+	}
 	s.admission = &admission{
+		told: s.told,
 		opts: o.admission(), rdb: s.rdb, keys: keys, ids: s.ids, store: store, limit: newLimiter(o.RateLimit),
 		bg: s.bg, m: s.m, log: log, warm: func(ctx context.Context, v int) error { return s.Warm(ctx, v) },
 		sync: &syncGrabber{locks: s.locks, keys: keys, store: store, clock: o.Clock},
@@ -268,7 +290,7 @@ func (s *Service) assemble(store orderStore) {
 		clock: o.Clock, log: log,
 		rebuild: func(ctx context.Context, v int) error { return s.recovery.warmLocked(ctx, v, true) },
 	}
-	s.status = &statusReader{strategy: o.Strategy, rdb: s.rdb, keys: keys, store: store}
+	s.status = &statusReader{strategy: o.Strategy, rdb: s.rdb, keys: keys, store: store, ids: s.ids}
 }
 
 // Strategy reports the strategy this service runs.

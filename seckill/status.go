@@ -22,6 +22,7 @@ type statusReader struct {
 	rdb      redis.UniversalClient
 	keys     keyspace
 	store    orderReader
+	ids      *idgen.Generator // its latest durable fence tells ids issued before a loss
 }
 
 func (sr *statusReader) order(ctx context.Context, userID int, orderID int64) (*ent.SeckillOrder, error) {
@@ -39,7 +40,34 @@ func (sr *statusReader) order(ctx context.Context, userID int, orderID int64) (*
 		}
 	}
 	// The consumer may have written it between the two reads (it then left the queue).
-	return sr.store.savedOrder(ctx, userID, orderID)
+	if o, err := sr.store.savedOrder(ctx, userID, orderID); o != nil || err != nil {
+		return o, err
+	}
+	return nil, sr.lost(ctx, orderID)
+}
+
+// lost tells an order id that no order has, issued before the id counter's latest durable
+// fence (ErrOrderLost), from one that may be yet to come or was never issued (nil). Every
+// order told stands in the database (a row, an alias, a FAILED or LOST row) or in a stream
+// unless Redis lost it; the fence that follows a loss is recorded before any later id is
+// issued, so an id before it that stands nowhere now never will. An order this process told
+// is recorded LOST (told.go); this answers for those whose process is gone.
+func (sr *statusReader) lost(ctx context.Context, orderID int64) error {
+	if sr.strategy == StrategySync || !idgen.IsGenerated(orderID) {
+		return nil
+	}
+	fence, err := sr.ids.LatestFence(ctx)
+	if err != nil || fence.IsZero() {
+		return err
+	}
+	if at, _ := idgen.Decompose(orderID); !at.Before(fence) {
+		return nil
+	}
+	issued, err := sr.store.issued(ctx, orderID)
+	if err != nil || issued {
+		return err
+	}
+	return ErrOrderLost
 }
 
 func (sr *statusReader) queuedOrders(ctx context.Context, userID int) ([]*ent.SeckillOrder, error) {

@@ -18,6 +18,7 @@ type orderStore interface {
 	recoveryStore
 	orderReader
 	reconcileStore
+	toldStore
 }
 
 // admissionStore serves the admission part (admission.go, sync.go).
@@ -69,6 +70,8 @@ type recoveryStore interface {
 type orderReader interface {
 	// savedOrder is the user's order under orderID, or the one an alias from it leads to.
 	savedOrder(ctx context.Context, userID int, orderID int64) (*ent.SeckillOrder, error)
+	// issued reports whether the database holds the order id as any user's order or alias.
+	issued(ctx context.Context, orderID int64) (bool, error)
 	// unsaved keeps the user's order ids that the database holds neither as rows nor aliases.
 	unsaved(ctx context.Context, userID int, orderIDs []int) ([]int, error)
 	// queued builds the API's view of a user's queued orders (order id -> voucher id), in the
@@ -120,7 +123,8 @@ func (s sale) script() lua.Sale {
 type orderRecord struct {
 	id     int64
 	user   int
-	failed bool
+	failed bool // FAILED or LOST: holds no slot
+	lost   bool // LOST
 	slot   bool // holds the user's one live order of the voucher
 }
 

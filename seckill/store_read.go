@@ -103,6 +103,14 @@ func (s *sqlStore) savedOrder(ctx context.Context, userID int, orderID int64) (*
 	return byID(a.OrderID)
 }
 
+func (s *sqlStore) issued(ctx context.Context, orderID int64) (bool, error) {
+	ok, err := s.db.SeckillOrder.Query().Where(seckillorder.ID(int(orderID))).Exist(ctx)
+	if ok || err != nil {
+		return ok, err
+	}
+	return s.db.SeckillOrderAlias.Query().Where(seckillorderalias.AdmittedID(int(orderID))).Exist(ctx)
+}
+
 func (s *sqlStore) unsaved(ctx context.Context, userID int, orderIDs []int) ([]int, error) {
 	saved, err := s.db.SeckillOrder.Query().Where(seckillorder.IDIn(orderIDs...), seckillorder.UserID(userID)).IDs(ctx)
 	if err != nil {
@@ -172,7 +180,7 @@ func (s *sqlStore) eachOrder(ctx context.Context, voucherID int, fn func(orderRe
 			return err
 		}
 		for _, r := range rows {
-			fn(orderRecord{id: int64(r.ID), user: r.UserID, failed: r.Status == seckillorder.StatusFAILED, slot: r.Slot != nil && *r.Slot})
+			fn(orderRecord{id: int64(r.ID), user: r.UserID, failed: givenUp(r.Status), lost: r.Status == seckillorder.StatusLOST, slot: r.Slot != nil && *r.Slot})
 		}
 		if len(rows) < reconcilePage {
 			return nil

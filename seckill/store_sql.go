@@ -184,8 +184,8 @@ func takeStock(ctx context.Context, c *ent.Client, voucherID, n int) error {
 // Only duplicate keys are skipped (INSERT IGNORE would also swallow foreign-key and data
 // errors); on MySQL a duplicate's no-op update counts 0 affected rows.
 func (s *sqlStore) insertOrders(ctx context.Context, c *ent.Client, voucherID int, orders []order, status seckillorder.Status) (int, error) {
-	var slot any // NULL: a FAILED order leaves the user's slot free
-	if status != seckillorder.StatusFAILED {
+	var slot any // NULL: a FAILED or LOST order leaves the user's slot free
+	if !givenUp(status) {
 		slot = true
 	}
 	now := time.Now().UTC()

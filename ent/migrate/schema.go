@@ -14,7 +14,7 @@ var (
 		{Name: "id", Type: field.TypeInt, Increment: true},
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "updated_at", Type: field.TypeTime},
-		{Name: "status", Type: field.TypeEnum, Enums: []string{"QUEUED", "CREATED", "PAID", "CANCELLED", "REFUNDED", "FAILED"}, Default: "CREATED"},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"QUEUED", "CREATED", "PAID", "CANCELLED", "REFUNDED", "FAILED", "LOST"}, Default: "CREATED"},
 		{Name: "slot", Type: field.TypeBool, Nullable: true},
 		{Name: "user_id", Type: field.TypeInt},
 		{Name: "voucher_id", Type: field.TypeInt},

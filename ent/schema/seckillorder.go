@@ -23,11 +23,13 @@ func (SeckillOrder) Fields() []ent.Field {
 		field.Int("user_id").Immutable(),
 		field.Int("voucher_id").Immutable(),
 		// QUEUED is never stored: it is how the API shows an order admitted in Redis whose row
-		// the stream consumer has not written yet. A FAILED row is one the consumer gave up on.
-		field.Enum("status").Values("QUEUED", "CREATED", "PAID", "CANCELLED", "REFUNDED", "FAILED").Default("CREATED"),
+		// the stream consumer has not written yet. A FAILED row is one the consumer gave up on;
+		// a LOST row, an order its user was told that Redis lost before it was written (a
+		// flush, a failover to a lagging replica, an AOF's lost tail): its unit is back on sale.
+		field.Enum("status").Values("QUEUED", "CREATED", "PAID", "CANCELLED", "REFUNDED", "FAILED", "LOST").Default("CREATED"),
 		// slot is true while the order holds the user's one order of the voucher, and NULL
-		// once it FAILED: the unique index below treats NULLs as distinct, so a failed order
-		// does not block the user's retry while two live orders can never coexist.
+		// once it FAILED or was LOST: the unique index below treats NULLs as distinct, so such
+		// an order does not block the user's retry while two live orders can never coexist.
 		field.Bool("slot").Optional().Nillable().Annotations(entgql.Skip(entgql.SkipAll)),
 	}
 }

@@ -97,6 +97,7 @@ const (
 	StatusCANCELLED Status = "CANCELLED"
 	StatusREFUNDED  Status = "REFUNDED"
 	StatusFAILED    Status = "FAILED"
+	StatusLOST      Status = "LOST"
 )
 
 func (s Status) String() string {
@@ -106,7 +107,7 @@ func (s Status) String() string {
 // StatusValidator is a validator for the "status" field enum values. It is called by the builders before save.
 func StatusValidator(s Status) error {
 	switch s {
-	case StatusQUEUED, StatusCREATED, StatusPAID, StatusCANCELLED, StatusREFUNDED, StatusFAILED:
+	case StatusQUEUED, StatusCREATED, StatusPAID, StatusCANCELLED, StatusREFUNDED, StatusFAILED, StatusLOST:
 		return nil
 	default:
 		return fmt.Errorf("seckillorder: invalid enum value for status field: %q", s)

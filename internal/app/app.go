@@ -214,6 +214,9 @@ func (a *App) SeckillOptions() seckill.Options {
 		RateLimit: seckill.RateLimit{PerSecond: a.Config.SeckillRate, Burst: int(2 * a.Config.SeckillRate)},
 		ClaimIdle: a.Config.SeckillClaimIdle,
 		Logger:    a.Log,
+		// The order id counter's fences, in the deployment's database (store.Migrate creates
+		// the table): no order id told twice whatever Redis loses.
+		EpochStore: a.DB.Epochs(),
 	}
 }
 

@@ -14,6 +14,8 @@
 //   - NOT_STARTED, ENDED: the voucher's sale window has not opened yet, or is over (or the
 //     voucher is no longer ACTIVE).
 //   - NOT_READY: the sale's state is being (re)built in Redis; retry in a moment.
+//   - ORDER_LOST: the caller has no order with this id, and one told under it was lost with
+//     Redis's data before it was written; its unit is back on sale: grab again.
 //   - UNAVAILABLE: a data store (Redis or the database) cannot serve the request right now:
 //     down, restarting, too slow or out of connections; retry in a moment.
 //   - INTERNAL: anything else; the detail is logged server-side, never sent.
@@ -42,6 +44,7 @@ const (
 	NotStarted       Code = "NOT_STARTED"
 	Ended            Code = "ENDED"
 	NotReady         Code = "NOT_READY"
+	OrderLost        Code = "ORDER_LOST"
 )
 
 // Error is a client-safe error with a code. Field, when set, names the offending input.

@@ -142,7 +142,7 @@ func verify(ctx context.Context, st *stateAccess, in verifyInput) Verification {
 			return finish(v)
 		}
 		rows[id] = r
-		if r.status == "FAILED" {
+		if r.status == "FAILED" || r.status == "LOST" {
 			v.FailedDB++
 			continue
 		}
@@ -213,7 +213,7 @@ func verify(ctx context.Context, st *stateAccess, in verifyInput) Verification {
 			missing++
 		case r.user != in.users[i]:
 			wrongUser++
-		case r.status == "FAILED":
+		case r.status == "FAILED" || r.status == "LOST":
 			failed++
 		}
 		if a := in.already[i]; a != 0 && a != id {
@@ -227,7 +227,7 @@ func verify(ctx context.Context, st *stateAccess, in verifyInput) Verification {
 		bad("%d admitted orders are in MySQL under another user", wrongUser)
 	}
 	if failed > 0 {
-		bad("%d admitted orders were given up on (FAILED, dead-lettered)", failed)
+		bad("%d admitted orders were given up on (FAILED, dead-lettered, or LOST with Redis's data)", failed)
 	}
 	if mismatched > 0 {
 		bad("%d ALREADY_PURCHASED answers named an order that is not the user's", mismatched)

@@ -488,6 +488,9 @@ func (h *Hub) checkVoucher(ctx context.Context, voucherID int) error {
 
 func (h *Hub) readOrder(ctx context.Context, k orderKey) (seckillorder.Status, bool, int, error) {
 	o, err := h.svc.Order(ctx, k.user, k.order)
+	if errors.Is(err, seckill.ErrOrderLost) {
+		return seckillorder.StatusLOST, true, 0, nil
+	}
 	if err != nil {
 		return "", false, 0, err
 	}

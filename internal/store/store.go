@@ -17,6 +17,7 @@ import (
 
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/ent/migrate"
+	"github.com/surgekit/surge/idgen"
 )
 
 // DB is an ent client plus the *sql.DB under it (for health checks and raw batches).
@@ -125,7 +126,20 @@ func (d *DB) Migrate(ctx context.Context) error {
 	if err := d.Ent.Schema.Create(ctx, migrate.WithDropIndex(true)); err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
+	if err := d.Epochs().CreateTable(ctx); err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
 	return d.ensureDeploymentID(ctx)
+}
+
+// Epochs is the deployment's store of id counter fences (idgen.SQLEpochs, table
+// idgen.DefaultEpochTable, created by Migrate).
+func (d *DB) Epochs() *idgen.SQLEpochs {
+	s, err := idgen.NewSQLEpochs(d.SQL, "")
+	if err != nil {
+		panic(err) // only for a bad table name, and the default is good
+	}
+	return s
 }
 
 // migrationWait bounds how long a server waits for another one migrating the same database.

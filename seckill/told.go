@@ -1,0 +1,204 @@
+package seckill
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/lua"
+)
+
+// told remembers, per voucher, the orders this process told its users (admitted, QUEUED) until
+// they are known to be written, so that an order Redis loses before any consumer reads it (a
+// flush, a failover to a replica that lagged, an AOF's lost tail: the backlog of the stream
+// goes with the state) ends as a LOST row rather than as an id that answers nothing.
+//
+// Every second, for each voucher with orders remembered, one script call (lua.ReadSaleState)
+// tells when the sale was last rebuilt in full and when the oldest order still in its stream
+// was added. Orders told before a rebuild (which follows every loss, before admission resumes)
+// are checked: one whose user's buyer entry no longer names it (after a rebuild the buyers are
+// the database's live orders plus the stream's) and that stands nowhere in the database was
+// lost, and is recorded LOST, its user told through the order's status. Orders told before the
+// oldest one still queued, with no rebuild since, are written: forgotten. So the memory held is
+// the backlog not yet written plus a few seconds, and an idle voucher costs nothing.
+//
+// What it cannot cover: orders told by a process that died too before the rebuild (Service.Order
+// then infers the loss from the order id's second and the id counter's latest durable fence,
+// see status.go), and vouchers whose Redis state is not rebuilt (then nothing was lost).
+type told struct {
+	rdb   redis.UniversalClient
+	keys  keyspace
+	store toldStore
+	emit  func(o order, voucherID int) // the order is LOST: tell its subscribers
+	m     *metrics
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	vouchers map[int]*toldVoucher
+}
+
+// toldStore is what told needs of the database.
+type toldStore interface {
+	// recordToldLost records LOST the orders that stand nowhere in the database (under the
+	// voucher's row lock, checked again) and returns those it recorded.
+	recordToldLost(ctx context.Context, voucherID int, orders []order) ([]order, error)
+}
+
+// toldVoucher is one voucher's orders told and not yet known written, in the order told.
+type toldVoucher struct {
+	orders  []order
+	checked time.Time // the last rebuild whose losses were looked for
+}
+
+// toldSlack covers the difference between this process's clock (an order's at) and Redis's
+// (the rebuild's and the stream's times): an order told within it of a rebuild is checked, and
+// one is forgotten only when told this long before the oldest order queued.
+const toldSlack = 2 * time.Second
+
+// toldEvery is how often the orders told are compared with Redis; toldPage how many buyers
+// one read asks for.
+const (
+	toldEvery = time.Second
+	toldPage  = 500
+)
+
+// note remembers an order told to its user.
+func (t *told) note(voucherID, userID int, orderID int64, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.vouchers == nil {
+		t.vouchers = map[int]*toldVoucher{}
+	}
+	v := t.vouchers[voucherID]
+	if v == nil {
+		v = &toldVoucher{}
+		t.vouchers[voucherID] = v
+	}
+	v.orders = append(v.orders, order{id: orderID, user: userID, at: at})
+}
+
+// run compares the orders told with Redis every toldEvery until life ends.
+func (t *told) run(life context.Context) {
+	tick := time.NewTicker(toldEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-life.Done():
+			return
+		case <-tick.C:
+			t.sweep(life)
+		}
+	}
+}
+
+// sweep checks each voucher with orders told once.
+func (t *told) sweep(ctx context.Context) {
+	t.mu.Lock()
+	ids := make([]int, 0, len(t.vouchers))
+	for id := range t.vouchers {
+		ids = append(ids, id)
+	}
+	t.mu.Unlock()
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := t.check(ctx, id); err != nil && ctx.Err() == nil {
+			t.log.Warn("checking the orders told for losses (retried in a second)", "voucher", id, "err", err)
+		}
+	}
+}
+
+// check looks for the losses of one voucher's orders told, and forgets those written.
+func (t *told) check(ctx context.Context, voucherID int) error {
+	st, err := bounded(ctx, t.rdb, func(ctx context.Context) (lua.SaleState, error) {
+		return lua.ReadSaleState(ctx, t.rdb, t.keys.script(voucherID))
+	})
+	if err != nil {
+		return err
+	}
+	if !st.Ready || !st.Current {
+		return nil // lost, or from before a restart: a rebuild is due; look after it
+	}
+	t.mu.Lock()
+	v := t.vouchers[voucherID]
+	var suspects []order
+	if st.Rebuilt.After(v.checked) {
+		for _, o := range v.orders {
+			if !o.at.After(st.Rebuilt.Add(toldSlack)) {
+				suspects = append(suspects, o)
+			}
+		}
+	}
+	t.mu.Unlock()
+	if len(suspects) > 0 {
+		if err := t.recordLost(ctx, voucherID, suspects); err != nil {
+			return err
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st.Rebuilt.After(v.checked) {
+		v.checked = st.Rebuilt
+	}
+	// Told before the oldest order queued (or before now, with nothing queued), with no
+	// rebuild since: written.
+	written := time.Now().Add(-toldSlack)
+	if !st.Oldest.IsZero() {
+		written = st.Oldest.Add(-toldSlack)
+	}
+	keep := v.orders[:0]
+	for _, o := range v.orders {
+		if o.at.After(written) {
+			keep = append(keep, o)
+		}
+	}
+	clear(v.orders[len(keep):])
+	v.orders = keep
+	if len(v.orders) == 0 {
+		delete(t.vouchers, voucherID)
+	}
+	return nil
+}
+
+// recordLost records LOST the suspects that neither Redis's buyers nor the database hold.
+func (t *told) recordLost(ctx context.Context, voucherID int, suspects []order) error {
+	var missing []order
+	for start := 0; start < len(suspects); start += toldPage {
+		page := suspects[start:min(len(suspects), start+toldPage)]
+		users := make([]string, len(page))
+		for i, o := range page {
+			users[i] = strconv.Itoa(o.user)
+		}
+		held, err := bounded(ctx, t.rdb, func(ctx context.Context) ([]any, error) {
+			return t.rdb.HMGet(ctx, t.keys.sale(voucherID).Buyers, users...).Result()
+		})
+		if err != nil {
+			return fmt.Errorf("reading buyers: %w", err)
+		}
+		for i, o := range page {
+			if s, ok := held[i].(string); !ok || s != strconv.FormatInt(o.id, 10) {
+				missing = append(missing, o)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	lost, err := t.store.recordToldLost(ctx, voucherID, missing)
+	if err != nil {
+		return fmt.Errorf("recording lost orders: %w", err)
+	}
+	for _, o := range lost {
+		t.m.toldLost.Inc()
+		t.log.Error("order told to its user lost with Redis's state before it was written: recorded LOST (its unit is back on sale)",
+			"voucher", voucherID, "order", o.id, "user", o.user)
+		t.emit(o, voucherID)
+	}
+	return nil
+}
