@@ -198,6 +198,7 @@ func newWorld(t *testing.T, dsn, redisAddr string, stock, users int) *world {
 	}
 	w.svc, err = seckill.New(db.Ent, rdb, seckill.Options{
 		Namespace: w.ns, Dialect: db.Dialect, RateLimit: seckill.RateLimit{PerSecond: -1}, Logger: quiet(),
+		EpochStore: db.Epochs(), // as the surge processes on this world have
 	})
 	if err != nil {
 		t.Fatal(err)
