@@ -106,15 +106,18 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	opts.setDefaults()
 	cfg := gql.Config{Resolvers: res}
 	setComplexity(&cfg.Complexity)
-	srv := handler.New(gql.NewExecutableSchema(cfg))
+	schema := gql.NewExecutableSchema(cfg)
+	srv := handler.New(schema)
 	srv.AddTransport(websocketTransport(res.Auth, opts))
 	srv.AddTransport(httpTransport{maxBody: opts.MaxBodyBytes, limits: opts.Limits, maxBatch: opts.MaxBatch})
 	queries := lru.New[*ast.QueryDocument](1000)
 	srv.SetQueryCache(queries)
 	srv.Use(persistedLookup{opts.Persisted}) // first: the limits apply to the document it finds
 	srv.Use(documentLimits{DocumentLimits: opts.Limits, accepted: queries})
-	srv.SetDisableSuggestion(!opts.Suggestions)
-	srv.SetValidationRulesFn(validationRules(opts.Introspection))
+	// gqlparser's own hints are off in both modes: with suggestions on, validationRules adds
+	// bounded ones (gqlgen's switch would bring back two of gqlparser's unbounded rules).
+	srv.SetDisableSuggestion(true)
+	srv.SetValidationRulesFn(validationRules(schema.Schema(), opts.Introspection, opts.Suggestions))
 	if opts.Introspection {
 		srv.Use(extension.Introspection{})
 	}
