@@ -1,8 +1,8 @@
 package e2e_test
 
-// Issue 23, item 1, on `surge serve` (the built binary): what validation's "did you mean"
-// hints cost the server, in CPU read from /proc and measured against a baseline taken in the
-// same run.
+// Issue 23, items 1 and 2, on `surge serve` (the built binary): what validation's "did you
+// mean" hints and introspection cost the server, in CPU read from /proc and measured against
+// a baseline taken in the same run.
 
 import (
 	"fmt"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/99designs/gqlgen/graphql/introspection"
 
 	"github.com/surgekit/surge/internal/testenv"
 )
@@ -120,6 +122,80 @@ func TestSuggestionsCost(t *testing.T) {
 				t.Errorf("1 MiB input field name over a WebSocket: %v of CPU (want at most %v), %+v", cpu, limit, err)
 			} else {
 				t.Logf("1 MiB input field name over a WebSocket: %s, cpu %v", err.Extensions["code"], cpu)
+			}
+		})
+	}
+}
+
+// wideIntrospection is item 2's body: n aliases of __schema, each selecting every type's
+// fields with their arguments and types (27: 3.5 KB, 486 fields).
+func wideIntrospection(n int) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		fmt.Fprintf(&b, " a%d: __schema { types { name fields { name args { name type { name } } type { name kind ofType { name } } } inputFields { name type { name } } } }", i)
+	}
+	return b.String() + " }"
+}
+
+// graphiQLTypes is GraphiQL's schema query with its types selected n times in all.
+func graphiQLTypes(n int) string {
+	var more strings.Builder
+	for i := range n - 1 {
+		fmt.Fprintf(&more, "  t%d: __schema { types { ...FullType } }\n", i)
+	}
+	return strings.Replace(introspection.Query, "  __schema {", more.String()+"  __schema {", 1)
+}
+
+// TestIntrospectionCost: an operation's introspection resolves at most twice the fields of
+// GraphiQL's full schema query, so it costs at most about twice that query's answer and 3
+// times its CPU, in dev (introspection on by default) and in production with
+// SURGE_INTROSPECTION=true; past that it is refused (COMPLEXITY_LIMIT_EXCEEDED). Before, 27
+// aliases of a wide __schema were answered: 1 MB and 240–430 ms of CPU.
+func TestIntrospectionCost(t *testing.T) {
+	vars := productionVars(t, testenv.Phone())
+	vars["SURGE_INTROSPECTION"] = "true"
+	servers := map[string]*surgeProc{"production": startSurge(t, vars), "dev": startSurge(t, nil)}
+	aliasedTypes := func(n int) string { // n lookups of each field's type inside one __schema
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, " t%d: type { ofType { fields { name } } }", i)
+		}
+		return "{ __schema { types { fields {" + b.String() + " } } } }"
+	}
+	bodies := map[string]string{
+		"27 wide __schema (the issue's)":      wideIntrospection(27),
+		"110 aliased types in one __schema":   aliasedTypes(110),
+		"GraphiQL's types twice (accepted)":   graphiQLTypes(2),
+		"GraphiQL's types thrice (refused)":   graphiQLTypes(3),
+		"every field of every type, 2 levels": `{ __schema { types { fields { name args { name type { name } } type { ofType { ofType { fields { name args { name } type { name } } } } } } inputFields { name type { name inputFields { name } } } } } }`,
+	}
+	for mode, p := range servers {
+		t.Run(mode, func(t *testing.T) {
+			p.t = t
+			full := gqlBody(introspection.Query, nil)
+			p.post(full) // warm up
+			answer := p.baseline(full, 5)
+			base := answer.cpu
+			// Twice the fields of the baseline: measured 1.8–2.7 times its CPU (the larger answer
+			// costs the garbage collector more), hence a ceiling of 3.
+			cpuLimit := 3*base + cpuTick
+			t.Logf("baseline, GraphiQL's schema query: %v of CPU, a %d KB answer; limits %v and %d KB", base, len(answer.body)>>10, cpuLimit, 2*len(answer.body)>>10)
+			for what, query := range bodies {
+				a := p.meanCPU(gqlBody(query, nil), 5)
+				switch {
+				case a.err != nil || a.cpu > cpuLimit:
+					t.Errorf("%s: %v of CPU, want at most %v: %v", what, a.cpu, cpuLimit, a)
+				case len(a.body) > 2*len(answer.body):
+					t.Errorf("%s: a %d KB answer, want at most %d KB", what, len(a.body)>>10, 2*len(answer.body)>>10)
+				case a.status != http.StatusOK && a.code() != "COMPLEXITY_LIMIT_EXCEEDED":
+					t.Errorf("%s: %v; want an answer or COMPLEXITY_LIMIT_EXCEEDED", what, a)
+				default:
+					t.Logf("%-38s → %d %s, %d KB, cpu %v (%.1f× the baseline)", what, a.status, a.code(), len(a.body)>>10, a.cpu, float64(a.cpu)/float64(base))
+				}
+			}
+			if a := p.post(gqlBody(wideIntrospection(27), nil)); a.code() != "COMPLEXITY_LIMIT_EXCEEDED" {
+				t.Errorf("27 wide __schema: %v; want COMPLEXITY_LIMIT_EXCEEDED", a)
 			}
 		})
 	}

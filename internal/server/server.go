@@ -27,8 +27,10 @@ import (
 
 // Options configures the HTTP surface. Zero values take the defaults noted.
 type Options struct {
-	Introspection bool  // schema introspection (on in dev, off in production)
-	Suggestions   bool  // "did you mean" hints in validation errors (same)
+	// Introspection allows __schema and __type (on in dev, off in production); an operation
+	// may then introspect at most twice what GraphiQL's full schema query does.
+	Introspection bool
+	Suggestions   bool  // "did you mean" hints in validation errors, bounded (on in dev)
 	MaxComplexity int   // per-operation complexity budget (3000)
 	MaxDepth      int   // maximum field nesting, introspection excluded (10)
 	MaxBodyBytes  int64 // request body limit (1 MiB)
@@ -120,6 +122,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.SetValidationRulesFn(validationRules(schema.Schema(), opts.Introspection, opts.Suggestions))
 	if opts.Introspection {
 		srv.Use(extension.Introspection{})
+		srv.Use(newIntrospectionLimit(schema.Schema()))
 	}
 	srv.Use(depthLimit{Max: opts.MaxDepth})
 	srv.Use(extension.FixedComplexityLimit(opts.MaxComplexity))
