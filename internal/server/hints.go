@@ -67,7 +67,9 @@ var hintPatterns = []struct {
 			if def == nil {
 				return ""
 			}
-			if def.IsAbstractType() { // first, as gqlparser: the object types that have the field
+			// First, as gqlparser, the object types that have the field (gqlparser also names
+			// interfaces, and orders by how often a type is used; here by name).
+			if def.IsAbstractType() {
 				var types []string
 				for _, t := range s.GetPossibleTypes(def) {
 					if t.Fields.ForName(m[1]) != nil {

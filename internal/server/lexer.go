@@ -4,8 +4,9 @@ import "github.com/vektah/gqlparser/v2/gqlerror"
 
 // scanDocument counts the lexical tokens of a GraphQL document and the nesting of its braces,
 // brackets and parentheses, and measures its names, in one pass without allocating, and
-// refuses it as soon as one passes its limit. It only measures: malformed input (an unterminated string, a stray
-// character) is counted as it comes and left for the parser to report.
+// refuses it as soon as one passes its limit. It only measures: malformed input (an
+// unterminated string, a stray character) is counted as it comes and left for the parser to
+// report.
 func scanDocument(src string, l DocumentLimits) *gqlerror.Error {
 	tokens, depth := 0, 0
 	for i := 0; i < len(src); {

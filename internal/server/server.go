@@ -117,7 +117,8 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.Use(persistedLookup{opts.Persisted}) // first: the limits apply to the document it finds
 	srv.Use(documentLimits{DocumentLimits: opts.Limits, accepted: queries})
 	// gqlparser's own hints are off in both modes: with suggestions on, validationRules adds
-	// bounded ones (gqlgen's switch would bring back two of gqlparser's unbounded rules).
+	// bounded ones (gqlgen's switch, on, would bring back gqlparser's FieldsOnCorrectType and
+	// its unbounded comparisons).
 	srv.SetDisableSuggestion(true)
 	srv.SetValidationRulesFn(validationRules(schema.Schema(), opts.Introspection, opts.Suggestions))
 	if opts.Introspection {
