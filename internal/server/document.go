@@ -30,6 +30,11 @@ type DocumentLimits struct {
 	// MaxFields bounds the field selections of a document's operations, a fragment counted
 	// wherever it is spread (and once if it is spread nowhere).
 	MaxFields int
+	// MaxNameBytes bounds each name of a document (field, alias, argument, type, enum value,
+	// variable, fragment, directive). Validation compares an unknown name with the schema's
+	// names (edit distance, for "did you mean" hints), at a cost that grows with its length;
+	// no schema name comes near this bound.
+	MaxNameBytes int
 }
 
 func (l *DocumentLimits) setDefaults() {
@@ -41,6 +46,9 @@ func (l *DocumentLimits) setDefaults() {
 	}
 	if l.MaxFields <= 0 {
 		l.MaxFields = 500
+	}
+	if l.MaxNameBytes <= 0 {
+		l.MaxNameBytes = 256
 	}
 }
 

@@ -86,7 +86,7 @@ func gqlparserTokens(t *testing.T, src string) int {
 func TestScanDocumentCountsTokensLikeTheParser(t *testing.T) {
 	for _, src := range lexerSamples {
 		want := gqlparserTokens(t, src)
-		l := DocumentLimits{MaxTokens: want, MaxNesting: 100}
+		l := DocumentLimits{MaxTokens: want, MaxNesting: 100, MaxNameBytes: 256}
 		if err := scanDocument(src, l); err != nil {
 			t.Errorf("%d tokens refused at a limit of %d: %v\n%s", want, want, err, src)
 		}
@@ -99,7 +99,7 @@ func TestScanDocumentCountsTokensLikeTheParser(t *testing.T) {
 }
 
 func TestScanDocumentNesting(t *testing.T) {
-	l := DocumentLimits{MaxTokens: 1 << 20, MaxNesting: 5}
+	l := DocumentLimits{MaxTokens: 1 << 20, MaxNesting: 5, MaxNameBytes: 256}
 	for src, ok := range map[string]bool{
 		`{ a { b { c(x: {y: 1}) } } }`:   true,  // { { { ( { : 5 levels
 		`{ a { b { c(x: {y: [1]}) } } }`: false, // 6
@@ -113,7 +113,7 @@ func TestScanDocumentNesting(t *testing.T) {
 			t.Errorf("%s: refused=%v, want refused=%v (%v)", src, err != nil, !ok, err)
 		}
 	}
-	if err := scanDocument(introspectionQuery, DocumentLimits{MaxTokens: 2000, MaxNesting: 32}); err != nil {
+	if err := scanDocument(introspectionQuery, DocumentLimits{MaxTokens: 2000, MaxNesting: 32, MaxNameBytes: 256}); err != nil {
 		t.Fatalf("the default limits refuse GraphiQL's introspection query: %v", err)
 	}
 }

@@ -3,9 +3,10 @@ package server
 import "github.com/vektah/gqlparser/v2/gqlerror"
 
 // scanDocument counts the lexical tokens of a GraphQL document and the nesting of its braces,
-// brackets and parentheses, in one pass without allocating, and refuses it as soon as either
-// passes its limit. It only measures: malformed input (an unterminated string, a stray
-// character) is counted as it comes and left for the parser to report.
+// brackets and parentheses, and measures its names, in one pass without allocating, and
+// refuses it as soon as one passes its limit. It only measures: malformed input (an
+// unterminated string, a stray character) is counted as it comes and left for the parser to
+// report.
 func scanDocument(src string, l DocumentLimits) *gqlerror.Error {
 	tokens, depth := 0, 0
 	for i := 0; i < len(src); {
@@ -42,7 +43,10 @@ func scanDocument(src string, l DocumentLimits) *gqlerror.Error {
 			case c == '-' || '0' <= c && c <= '9':
 				i = skipRun(src, i, isNumberByte)
 			case isNameByte(c):
-				i = skipRun(src, i, isNameByte)
+				start := i
+				if i = skipRun(src, i, isNameByte); i-start > l.MaxNameBytes {
+					return tooLarge("the document has a name longer than %d bytes", l.MaxNameBytes)
+				}
 			default:
 				i++ // other punctuation (! $ & : = @ |) or a stray byte
 			}

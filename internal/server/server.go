@@ -27,8 +27,10 @@ import (
 
 // Options configures the HTTP surface. Zero values take the defaults noted.
 type Options struct {
-	Introspection bool  // schema introspection (on in dev, off in production)
-	Suggestions   bool  // "did you mean" hints in validation errors (same)
+	// Introspection allows __schema and __type (on in dev, off in production); an operation
+	// may then introspect at most twice what GraphiQL's full schema query does.
+	Introspection bool
+	Suggestions   bool  // "did you mean" hints in validation errors, bounded (on in dev)
 	MaxComplexity int   // per-operation complexity budget (3000)
 	MaxDepth      int   // maximum field nesting, introspection excluded (10)
 	MaxBodyBytes  int64 // request body limit (1 MiB)
@@ -106,17 +108,22 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	opts.setDefaults()
 	cfg := gql.Config{Resolvers: res}
 	setComplexity(&cfg.Complexity)
-	srv := handler.New(gql.NewExecutableSchema(cfg))
+	schema := gql.NewExecutableSchema(cfg)
+	srv := handler.New(schema)
 	srv.AddTransport(websocketTransport(res.Auth, opts))
 	srv.AddTransport(httpTransport{maxBody: opts.MaxBodyBytes, limits: opts.Limits, maxBatch: opts.MaxBatch})
 	queries := lru.New[*ast.QueryDocument](1000)
 	srv.SetQueryCache(queries)
 	srv.Use(persistedLookup{opts.Persisted}) // first: the limits apply to the document it finds
 	srv.Use(documentLimits{DocumentLimits: opts.Limits, accepted: queries})
-	srv.SetDisableSuggestion(!opts.Suggestions)
-	srv.SetValidationRulesFn(validationRules(opts.Introspection))
+	// gqlparser's own hints are off in both modes: with suggestions on, validationRules adds
+	// bounded ones (gqlgen's switch, on, would bring back gqlparser's FieldsOnCorrectType and
+	// its unbounded comparisons).
+	srv.SetDisableSuggestion(true)
+	srv.SetValidationRulesFn(validationRules(schema.Schema(), opts.Introspection, opts.Suggestions))
 	if opts.Introspection {
 		srv.Use(extension.Introspection{})
+		srv.Use(newIntrospectionLimit(schema.Schema()))
 	}
 	srv.Use(depthLimit{Max: opts.MaxDepth})
 	srv.Use(extension.FixedComplexityLimit(opts.MaxComplexity))
