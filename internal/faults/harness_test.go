@@ -341,7 +341,9 @@ func (w *world) drained(within time.Duration) {
 // final is the settled state of the sale.
 type final struct {
 	orders     map[int64]int // live orders in MySQL: id -> user
-	failed     int
+	lost       map[int64]int // LOST orders in MySQL (told, then lost with Redis): id -> user
+	failedIDs  map[int64]int // FAILED orders in MySQL: id -> user
+	failed     int           // FAILED orders
 	dupUsers   int
 	dbStock    int
 	redisStock int
@@ -354,12 +356,17 @@ type final struct {
 func (w *world) final() final {
 	w.t.Helper()
 	ctx := context.Background()
-	f := final{orders: map[int64]int{}}
+	f := final{orders: map[int64]int{}, lost: map[int64]int{}, failedIDs: map[int64]int{}}
 	rows := w.db.Ent.SeckillOrder.Query().Where(seckillorder.VoucherID(w.v)).AllX(ctx)
 	perUser := map[int]int{}
 	for _, o := range rows {
-		if o.Status == seckillorder.StatusFAILED {
+		switch o.Status {
+		case seckillorder.StatusFAILED:
 			f.failed++
+			f.failedIDs[int64(o.ID)] = o.UserID
+			continue
+		case seckillorder.StatusLOST:
+			f.lost[int64(o.ID)] = o.UserID
 			continue
 		}
 		f.orders[int64(o.ID)] = o.UserID
@@ -404,8 +411,8 @@ func (w *world) checkNoLoss(tl *tally) final {
 		w.t.Errorf("admitted %d, MySQL holds %d: %d admitted orders missing, %d under another user, %d never admitted",
 			len(tl.admitted), len(f.orders), missing, wrong, extra)
 	}
-	if f.dupUsers != 0 || f.failed != 0 {
-		w.t.Errorf("%d users with two live orders, %d FAILED orders; want 0 and 0", f.dupUsers, f.failed)
+	if f.dupUsers != 0 || f.failed != 0 || len(f.lost) != 0 {
+		w.t.Errorf("%d users with two live orders, %d FAILED orders, %d LOST; want 0, 0 and 0", f.dupUsers, f.failed, len(f.lost))
 	}
 	if f.dbStock+len(f.orders) != w.stock {
 		w.t.Errorf("MySQL stock %d + orders %d != initial %d", f.dbStock, len(f.orders), w.stock)
