@@ -96,7 +96,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	sessions := autopipe.New(a.Redis, 2, 256)
 	a.closers = append(a.closers, func() error { sessions.Close(); return nil })
 	a.Auth = auth.New(a.Redis, a.DB.Ent, auth.Options{Pipe: sessions, AdminPhones: cfg.AdminPhones, DevMode: cfg.Dev(), Sender: sender,
-		SendsPerClient: cfg.LoginSendRateIP, SendsGlobal: cfg.LoginSendRateGlobal,
+		SendsPerClient: cfg.LoginSendRateIP, SendsGlobal: cfg.LoginSendRateGlobal, SendsNew: cfg.LoginSendRateNew,
 		SessionCache: offIfZero(cfg.SessionCache), SlideEvery: offIfZero(cfg.SessionSlide),
 		Namespace: cfg.Namespace, Deployment: a.Deployment, Logger: a.Log, Registerer: registry})
 	a.Catalog, err = catalog.New(ctx, a.DB.Ent, a.Redis, catalog.CacheOptions{

@@ -62,11 +62,13 @@ type Config struct {
 	// header whose last address is the client's, behind a reverse proxy (X-Forwarded-For,
 	// X-Real-IP); without it the peer's address counts.
 	TrustedProxyHeader string
-	// LoginSendRateIP and LoginSendRateGlobal are SURGE_LOGIN_SEND_RATE_IP,
-	// -login-send-rate-ip and SURGE_LOGIN_SEND_RATE_GLOBAL, -login-send-rate-global: login code
-	// sends per client address and server-wide, "N/window" (e.g. 20/1h) or "off". Production
-	// defaults: 20/1h and 1000/1m; dev mode: off (codes are returned, nothing is delivered).
-	LoginSendRateIP, LoginSendRateGlobal auth.Rate
+	// LoginSendRateIP, LoginSendRateGlobal and LoginSendRateNew are SURGE_LOGIN_SEND_RATE_IP,
+	// -login-send-rate-ip, SURGE_LOGIN_SEND_RATE_GLOBAL, -login-send-rate-global and
+	// SURGE_LOGIN_SEND_RATE_NEW, -login-send-rate-new: login code sends per client address,
+	// server-wide to phones of existing users, and server-wide to phones of no user yet,
+	// "N/window" (e.g. 20/1h) or "off". Production defaults: 20/1h, 1000/1m and 200/1m; dev
+	// mode: off (codes are returned, nothing is delivered).
+	LoginSendRateIP, LoginSendRateGlobal, LoginSendRateNew auth.Rate
 	// WSMaxSubscriptions is SURGE_WS_MAX_SUBSCRIPTIONS, -ws-max-subscriptions (10): the
 	// subscriptions one WebSocket connection may run at once. WSMaxConnectionsPerIP is
 	// SURGE_WS_MAX_CONNECTIONS_PER_IP, -ws-max-connections-per-ip (50): the WebSocket
@@ -181,7 +183,8 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	sessionSlide := fs.Duration("session-slide", ev.duration("SURGE_SESSION_SLIDE", time.Minute), "how often, at most, a server slides a session's idle TTL while it is in use; 0: on every request (SURGE_SESSION_SLIDE)")
 	proxyHeader := fs.String("trusted-proxy-header", env("SURGE_TRUSTED_PROXY_HEADER", ""), "header whose last address is the client's, behind a reverse proxy, e.g. X-Forwarded-For (SURGE_TRUSTED_PROXY_HEADER)")
 	sendRateIP := fs.String("login-send-rate-ip", env("SURGE_LOGIN_SEND_RATE_IP", ""), `login code sends per client address, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_IP; default 20/1h, dev mode off)`)
-	sendRateGlobal := fs.String("login-send-rate-global", env("SURGE_LOGIN_SEND_RATE_GLOBAL", ""), `login code sends server-wide, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_GLOBAL; default 1000/1m, dev mode off)`)
+	sendRateGlobal := fs.String("login-send-rate-global", env("SURGE_LOGIN_SEND_RATE_GLOBAL", ""), `login code sends server-wide to phones of existing users, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_GLOBAL; default 1000/1m, dev mode off)`)
+	sendRateNew := fs.String("login-send-rate-new", env("SURGE_LOGIN_SEND_RATE_NEW", ""), `login code sends server-wide to phones of no user yet, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_NEW; default 200/1m, dev mode off)`)
 	wsSubs := fs.Int("ws-max-subscriptions", ev.int("SURGE_WS_MAX_SUBSCRIPTIONS", 10), "subscriptions one WebSocket connection may run at once (SURGE_WS_MAX_SUBSCRIPTIONS)")
 	wsConns := fs.Int("ws-max-connections-per-ip", ev.int("SURGE_WS_MAX_CONNECTIONS_PER_IP", 50), "WebSocket connections one client address may hold open (SURGE_WS_MAX_CONNECTIONS_PER_IP)")
 	readTimeout := fs.Duration("read-timeout", ev.duration("SURGE_READ_TIMEOUT", 10*time.Second), "how long a client may take to send one request (SURGE_READ_TIMEOUT)")
@@ -270,6 +273,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			return Config{}, err
 		}
 		if c.LoginSendRateGlobal, err = parseRate("login-send-rate-global", *sendRateGlobal, productionOnly(c, defaultSendRateGlobal)); err != nil {
+			return Config{}, err
+		}
+		if c.LoginSendRateNew, err = parseRate("login-send-rate-new", *sendRateNew, productionOnly(c, defaultSendRateNew)); err != nil {
 			return Config{}, err
 		}
 		if c.APQ, err = parseBool("apq", *apq, true); err != nil {
@@ -391,10 +397,12 @@ func (c Config) CORS() server.CORS {
 }
 
 // Default login code send rates of a production server: a client may log in a few phones an
-// hour; server-wide, SMS spend stays bounded under any spread of addresses.
+// hour; server-wide, SMS spend stays bounded under any spread of addresses, and sends to new
+// phones (any number will do to fill a window) have a window apart from returning users'.
 var (
 	defaultSendRateIP     = auth.Rate{Count: 20, Window: time.Hour}
 	defaultSendRateGlobal = auth.Rate{Count: 1000, Window: time.Minute}
+	defaultSendRateNew    = auth.Rate{Count: 200, Window: time.Minute}
 )
 
 // Default persisted-query registration rates: an application's documents are registered once,

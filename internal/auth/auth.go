@@ -7,17 +7,22 @@
 //
 // Sends are limited three ways, because each one costs an SMS: per phone by an escalating
 // cooldown (never a quota an attacker could use up to lock the owner out), per client address
-// and server-wide by fixed windows. Wrong guesses lock the code, not the phone: a new code
-// unlocks.
+// and server-wide by fixed windows. The server-wide windows are two, for phones of existing
+// users and for new phones, so that sends to numbers nobody registered (the cheap way to use
+// the window up) never lock returning users out; and a send the phone's cooldown refuses counts
+// in neither. Wrong guesses lock the code, and past WrongTriesPerDay wrong guesses in a day a
+// phone's codes allow one try each: the owner, who has the code, still logs in.
 //
 // Redis keys, each under "<Options.Namespace>:" (the phone is the hash tag, so each script's
 // keys share a Cluster slot):
 //
 //	login:code:{<phone>}          hash {code, tries, deployment}, TTL CodeTTL
+//	login:guess:{<phone>}         wrong tries of the phone, TTL 24 h from the first
 //	login:send:{<phone>}:gap      send cooldown marker, TTL the current cooldown
 //	login:send:{<phone>}:streak   sends of the current streak, TTL StreakWindow (slides)
 //	login:send:client:{<address>} sends from one client address in the window, TTL its window
-//	login:send:all                sends of the deployment in the window, TTL its window
+//	login:send:all                sends to phones of existing users in the window, TTL its window
+//	login:send:new                sends to phones of no user yet in the window, TTL its window
 //	login:token:<sha256(token)>   session hash {id, phone, nickname, icon, role, deployment}, TTL SessionTTL
 //
 // The token itself is never stored: a Redis dump does not hand out live sessions.
@@ -93,6 +98,9 @@ func (r Rate) Off() bool { return r.Count <= 0 || r.Window <= 0 }
 type Options struct {
 	CodeTTL  time.Duration // how long a code is valid (2 min)
 	MaxTries int           // wrong tries before a code locks (5)
+	// WrongTriesPerDay is the wrong tries a phone gets at MaxTries per code in 24 h (from its
+	// first wrong try; 10); past it, each code allows one try until those 24 h end.
+	WrongTriesPerDay int
 	// SendInterval is the cooldown after a send to one phone (60 s) for the first FreeSends
 	// sends of a streak (3); each further send doubles it, up to MaxSendInterval (15 min).
 	// A streak ends when no code was sent to the phone for StreakWindow (24 h).
@@ -100,10 +108,13 @@ type Options struct {
 	FreeSends       int
 	MaxSendInterval time.Duration
 	StreakWindow    time.Duration
-	// SendsPerClient and SendsGlobal bound sends per client address (ClientAddress of the
-	// context) and server-wide; zero Rates do not limit. Attempts count, refused or not.
+	// SendsPerClient bounds sends per client address (ClientAddress of the context); every
+	// attempt counts, refused or not. SendsGlobal bounds the deployment's sends to phones of
+	// existing users, SendsNew those to phones of no user yet; attempts the phone's cooldown
+	// refuses count in neither. Zero Rates do not limit.
 	SendsPerClient Rate
 	SendsGlobal    Rate
+	SendsNew       Rate
 	SessionTTL     time.Duration // idle time after which a session ends (30 min)
 	// SessionCache is how long this process answers a token from memory after reading its
 	// session from Redis (1 s; negative: never). A logout through this process is honoured at
@@ -135,6 +146,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxTries <= 0 {
 		o.MaxTries = 5
+	}
+	if o.WrongTriesPerDay <= 0 {
+		o.WrongTriesPerDay = 10
 	}
 	if o.SendInterval <= 0 {
 		o.SendInterval = 60 * time.Second
@@ -224,14 +238,14 @@ func (s *Service) SendCode(ctx context.Context, phone string) (*SentCode, error)
 	if err := ValidatePhone(phone); err != nil {
 		return nil, err
 	}
-	if err := s.checkSendRates(ctx); err != nil {
+	keys := s.PhoneKeys(phone)
+	if err := s.checkSendRates(ctx, phone, keys[phoneGap]); err != nil {
 		return nil, err
 	}
 	code, err := randomCode()
 	if err != nil {
 		return nil, err
 	}
-	keys := s.PhoneKeys(phone)
 	res, err := lua.LoginSendCode(lua.LoginCodeKeys{Code: keys[phoneCode], Gap: keys[phoneGap], Streak: keys[phoneStreak]}, lua.LoginCode{
 		Code: code, TTL: s.opts.CodeTTL, Cooldown: s.opts.SendInterval, MaxCooldown: s.opts.MaxSendInterval,
 		FreeSends: s.opts.FreeSends, Streak: s.opts.StreakWindow, Deployment: s.opts.Deployment,
@@ -257,15 +271,38 @@ func (s *Service) SendCode(ctx context.Context, phone string) (*SentCode, error)
 	return out, nil
 }
 
-// checkSendRates counts this send against the client's and the server-wide windows.
-func (s *Service) checkSendRates(ctx context.Context) error {
+// checkSendRates counts this send against the client's window, then (unless the phone's
+// cooldown runs: gap is its marker) against the server-wide window of its kind of phone.
+func (s *Service) checkSendRates(ctx context.Context, phone, gap string) error {
 	if addr := ClientAddress(ctx); addr != "" && !s.opts.SendsPerClient.Off() {
 		if err := s.countSend(ctx, s.keys.clientSends(addr), s.opts.SendsPerClient, "from this address"); err != nil {
 			return err
 		}
 	}
-	if !s.opts.SendsGlobal.Off() {
+	if s.opts.SendsGlobal.Off() && s.opts.SendsNew.Off() {
+		return nil
+	}
+	// The phone's cooldown first, so that a client sending to the same phone again and again
+	// is refused here, without using up the window every user shares. (login_send_code.lua
+	// checks it again, atomically: this read only spares the window.)
+	left, err := s.rdb.PTTL(ctx, gap).Result()
+	if err != nil {
+		return fmt.Errorf("auth: reading the send cooldown: %w", err)
+	}
+	if left > 0 {
+		return rateLimited("a code was sent to this phone recently", left)
+	}
+	// Phones nobody registered are the cheap way to fill a window (any number will do), so
+	// they have their own: sign-ups may be refused for a while, returning users are not.
+	known, err := s.db.User.Query().Where(user.Phone(phone)).Exist(ctx)
+	if err != nil {
+		return fmt.Errorf("auth: looking up the phone's user: %w", err)
+	}
+	switch {
+	case known && !s.opts.SendsGlobal.Off():
 		return s.countSend(ctx, s.keys.allSends(), s.opts.SendsGlobal, "server-wide: the service is busy")
+	case !known && !s.opts.SendsNew.Off():
+		return s.countSend(ctx, s.keys.newSends(), s.opts.SendsNew, "server-wide for new phones: sign-ups are busy")
 	}
 	return nil
 }
@@ -294,7 +331,9 @@ func (s *Service) Login(ctx context.Context, phone, code string) (string, *ent.U
 	if len(code) != 6 || strings.Trim(code, "0123456789") != "" {
 		return "", nil, apperr.Invalid("code", "invalid code: expected 6 digits")
 	}
-	res, err := lua.LoginVerifyCode(s.keys.code(phone), code, s.opts.MaxTries, s.opts.Deployment).Run(ctx, s.rdb)
+	res, err := lua.LoginVerifyCode(lua.LoginVerifyKeys{Code: s.keys.code(phone), Guesses: s.keys.guesses(phone)}, lua.LoginVerify{
+		Code: code, MaxTries: s.opts.MaxTries, PerWindow: s.opts.WrongTriesPerDay, Window: guessWindow, Deployment: s.opts.Deployment,
+	}).Run(ctx, s.rdb)
 	if err != nil {
 		return "", nil, fmt.Errorf("auth: checking login code: %w", err)
 	}
@@ -308,6 +347,8 @@ func (s *Service) Login(ctx context.Context, phone, code string) (string, *ent.U
 		return "", nil, apperr.Invalid("code", "no valid code for this phone: request a new one")
 	case lua.CodeLocked:
 		return "", nil, apperr.Invalid("code", "too many wrong tries: request a new code")
+	case lua.CodeCapped:
+		return "", nil, apperr.Invalid("code", "too many wrong tries for this phone today: request a new code; each allows one try for now")
 	}
 	u, err := s.upsertUser(ctx, phone)
 	if err != nil {
@@ -337,6 +378,9 @@ func (s *Service) Login(ctx context.Context, phone, code string) (string, *ent.U
 		session: &Session{UserID: u.ID, Phone: u.Phone, Nickname: u.Nickname, Icon: u.Icon, Role: u.Role}})
 	return token, u, nil
 }
+
+// guessWindow is the window of Options.WrongTriesPerDay, fixed from the phone's first wrong try.
+const guessWindow = 24 * time.Hour
 
 // upsertUser finds or creates the user and applies the configured role.
 func (s *Service) upsertUser(ctx context.Context, phone string) (*ent.User, error) {
@@ -486,13 +530,14 @@ func (s *Service) refuseForeign(ctx context.Context, kind string, attrs ...any) 
 
 // Indexes of PhoneKeys.
 const (
-	phoneCode   = iota // the code hash
-	phoneGap           // the cooldown marker
-	phoneStreak        // the streak's send count
+	phoneCode    = iota // the code hash
+	phoneGap            // the cooldown marker
+	phoneStreak         // the streak's send count
+	phoneGuesses        // the wrong tries of the day
 )
 
-// PhoneKeys are the Redis keys the login flow keeps per phone: the code, the cooldown marker
-// and the streak's send count, in that order (login_send_code.lua's KEYS).
+// PhoneKeys are the Redis keys the login flow keeps per phone: the code, the cooldown marker,
+// the streak's send count (login_send_code.lua's KEYS, in that order) and the wrong tries.
 func (s *Service) PhoneKeys(phone string) []string { return s.keys.Phone(phone) }
 
 // SessionKey is the Redis key of token's session: a SHA-256 of the token, never the token.
@@ -510,10 +555,11 @@ func KeysIn(namespace string) Keyspace {
 	return Keyspace{prefix: namespace + ":login:"}
 }
 
-// Phone returns the keys kept per phone: the code, the cooldown marker, the streak's count.
+// Phone returns the keys kept per phone: the code, the cooldown marker, the streak's count,
+// the wrong tries.
 func (k Keyspace) Phone(phone string) []string {
 	send := k.prefix + "send:{" + phone + "}:"
-	return []string{k.code(phone), send + "gap", send + "streak"}
+	return []string{k.code(phone), send + "gap", send + "streak", k.guesses(phone)}
 }
 
 // Session returns the key of token's session: a SHA-256 of the token, never the token.
@@ -523,10 +569,13 @@ func (k Keyspace) session(sum [sha256.Size]byte) string {
 	return k.prefix + "token:" + hex.EncodeToString(sum[:])
 }
 
-func (k Keyspace) code(phone string) string { return k.prefix + "code:{" + phone + "}" }
+func (k Keyspace) code(phone string) string    { return k.prefix + "code:{" + phone + "}" }
+func (k Keyspace) guesses(phone string) string { return k.prefix + "guess:{" + phone + "}" }
 
-// Send windows per client address and of the whole deployment (its namespace).
+// Send windows per client address and of the whole deployment (its namespace): for phones of
+// existing users, and for new phones.
 func (k Keyspace) allSends() string               { return k.prefix + "send:all" }
+func (k Keyspace) newSends() string               { return k.prefix + "send:new" }
 func (k Keyspace) clientSends(addr string) string { return k.prefix + "send:client:{" + addr + "}" }
 
 const tokenBytes = 32 // 256 bits of randomness

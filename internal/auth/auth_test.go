@@ -158,11 +158,12 @@ func testSendRatePerClient(t *testing.T, rdb redis.UniversalClient) {
 }
 
 // The server-wide window is one key for the whole deployment: tested on a private Redis, where
-// no other test sends.
+// no other test sends. (The phones are new: SendsNew's window; TestNewPhonesHaveAWindowOfTheirOwn
+// tests SendsGlobal's.)
 func TestSendRateGlobal(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.StartRedis(t).Addr})
 	t.Cleanup(func() { rdb.Close() })
-	svc, _, _ := newService(t, rdb, auth.Options{SendsGlobal: auth.Rate{Count: 3, Window: 300 * time.Millisecond}})
+	svc, _, _ := newService(t, rdb, auth.Options{SendsNew: auth.Rate{Count: 3, Window: 300 * time.Millisecond}})
 	ctx := context.Background()
 	for i := range 3 {
 		if _, err := svc.SendCode(ctx, testenv.Phone()); err != nil {
