@@ -61,8 +61,8 @@ func TestParseConfigProtectionDefaults(t *testing.T) {
 	if c.MaxTokens != 2000 || c.MaxNesting != 32 || c.MaxFields != 500 || c.RequestTimeout != 5*time.Second || c.ReadTimeout != 10*time.Second {
 		t.Fatalf("limits: %+v", c)
 	}
-	if c.SessionCache != time.Second || c.SessionSlide != time.Minute {
-		t.Fatalf("session cache %v, slide %v", c.SessionCache, c.SessionSlide)
+	if c.SessionCache != time.Second || c.SessionSlide != time.Minute || c.SessionMaxAge != 24*time.Hour {
+		t.Fatalf("session cache %v, slide %v, max age %v", c.SessionCache, c.SessionSlide, c.SessionMaxAge)
 	}
 	if _, err := ParseConfig([]string{"-session-cache", "-1s"}, prod); err == nil {
 		t.Fatal("a negative session-cache was accepted")
@@ -111,6 +111,7 @@ func TestParseConfigRejectsBadValues(t *testing.T) {
 		"rate zero":     {env: map[string]string{"SURGE_LOGIN_SEND_RATE_GLOBAL": "0/1m"}},
 		"rate window":   {env: map[string]string{"SURGE_LOGIN_SEND_RATE_IP": "5/soon"}},
 		"new rate":      {env: map[string]string{"SURGE_LOGIN_SEND_RATE_NEW": "5"}},
+		"no max age":    {args: []string{"-session-max-age", "0s"}},
 	} {
 		if _, err := ParseConfig(tc.args, envOf(tc.env)); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -1,9 +1,15 @@
 // Package auth implements phone-code login with sessions in Redis, in the shape of the
 // well-known Redis session design: a short-lived code per phone with a wrong-try limit, send
 // limits, and an opaque random token whose session hash slides while it is in use (at most once
-// per Options.SlideEvery per process). Each process remembers the sessions it read for
-// Options.SessionCache (1 s), so a busy client costs Redis one read per second per server; a
-// logout through another server is honoured here within that bound.
+// per Options.SlideEvery per process) and ends at the latest Options.SessionMaxAge after the
+// login. Each process remembers the sessions it read for Options.SessionCache (1 s), so a busy
+// client costs Redis one read per second per server; a logout or a revocation through another
+// server is honoured here within that bound.
+//
+// The role is not part of the session: it is the phone's role in Options.AdminPhones, looked up
+// on every request, so removing an admin takes effect on the next request after a restart
+// (SyncRoles brings the users table in line at start). Each user's sessions are listed in a
+// capped index, so they can be listed (Sessions) and ended together (RevokeSessions).
 //
 // Sends are limited three ways, because each one costs an SMS: per phone by an escalating
 // cooldown (never a quota an attacker could use up to lock the owner out), per client address
@@ -23,7 +29,10 @@
 //	login:send:client:{<address>} sends from one client address in the window, TTL its window
 //	login:send:all                sends to phones of existing users in the window, TTL its window
 //	login:send:new                sends to phones of no user yet in the window, TTL its window
-//	login:token:<sha256(token)>   session hash {id, phone, nickname, icon, role, deployment}, TTL SessionTTL
+//	login:token:<sha256(token)>   session hash {id, phone, nickname, icon, created, deployment},
+//	                              TTL SessionTTL (slides), refused after SessionMaxAge
+//	login:sessions:{<user id>}    sorted set of the user's sessions (sha256 hex by creation
+//	                              time), at most MaxSessionsPerUser, TTL SessionMaxAge
 //
 // The token itself is never stored: a Redis dump does not hand out live sessions.
 //
@@ -116,6 +125,10 @@ type Options struct {
 	SendsGlobal    Rate
 	SendsNew       Rate
 	SessionTTL     time.Duration // idle time after which a session ends (30 min)
+	// SessionMaxAge is how long after its login a session ends, however busy (24 h).
+	SessionMaxAge time.Duration
+	// MaxSessionsPerUser bounds the sessions a user holds; a login past it ends the oldest (10).
+	MaxSessionsPerUser int
 	// SessionCache is how long this process answers a token from memory after reading its
 	// session from Redis (1 s; negative: never). A logout through this process is honoured at
 	// once; one through another server of the deployment within SessionCache.
@@ -124,7 +137,7 @@ type Options struct {
 	// it is in use (min(1 min, SessionTTL/10); negative: on every request). An idle session
 	// so ends between SessionTTL − SlideEvery and SessionTTL after its last request.
 	SlideEvery  time.Duration
-	AdminPhones []string   // phones that get role ADMIN at login
+	AdminPhones []string   // phones with role ADMIN, on every request
 	DevMode     bool       // expose codes in SendCode's result (never in production)
 	Sender      CodeSender // LogSender by default
 	// Pipe, when set, sends the session lookups of concurrent requests in shared pipelines
@@ -165,6 +178,12 @@ func (o *Options) setDefaults() {
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 30 * time.Minute
 	}
+	if o.SessionMaxAge <= 0 {
+		o.SessionMaxAge = 24 * time.Hour
+	}
+	if o.MaxSessionsPerUser <= 0 {
+		o.MaxSessionsPerUser = 10
+	}
 	if o.SessionCache == 0 {
 		o.SessionCache = time.Second
 	}
@@ -192,10 +211,11 @@ type Service struct {
 }
 
 // recentSession is what this process last read of a session (by the SHA-256 of its token):
-// answered from memory until read+SessionCache, slid again after slid+SlideEvery.
+// answered from memory until read+SessionCache (never past end), slid again after
+// slid+SlideEvery.
 type recentSession struct {
-	session    *Session
-	read, slid time.Time
+	session         *Session
+	read, slid, end time.Time
 }
 
 // recentSessions bounds the sessions remembered (≈ 150 bytes each); the least recently
@@ -354,28 +374,10 @@ func (s *Service) Login(ctx context.Context, phone, code string) (string, *ent.U
 	if err != nil {
 		return "", nil, err
 	}
-	token, err := randomToken()
+	token, err := s.startSession(ctx, u)
 	if err != nil {
 		return "", nil, err
 	}
-	sum := sha256.Sum256([]byte(token))
-	key := s.keys.session(sum)
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, key, map[string]any{
-			"id": u.ID, "phone": u.Phone, "nickname": u.Nickname, "icon": u.Icon, "role": string(u.Role),
-			deploymentField: s.opts.Deployment,
-		})
-		p.PExpire(ctx, key, s.opts.SessionTTL)
-		return nil
-	})
-	if err != nil {
-		return "", nil, fmt.Errorf("auth: storing session: %w", err)
-	}
-	// Just written with a full TTL: this process answers it from memory for SessionCache and
-	// slides it first after SlideEvery.
-	now := time.Now()
-	s.recent.Add(sum, recentSession{read: now, slid: now,
-		session: &Session{UserID: u.ID, Phone: u.Phone, Nickname: u.Nickname, Icon: u.Icon, Role: u.Role}})
 	return token, u, nil
 }
 
@@ -384,10 +386,7 @@ const guessWindow = 24 * time.Hour
 
 // upsertUser finds or creates the user and applies the configured role.
 func (s *Service) upsertUser(ctx context.Context, phone string) (*ent.User, error) {
-	role := user.RoleUSER
-	if s.admins[phone] {
-		role = user.RoleADMIN
-	}
+	role := s.roleOf(phone)
 	for attempt := 0; attempt < 2; attempt++ {
 		u, err := s.db.User.Query().Where(user.Phone(phone)).Only(ctx)
 		switch {
@@ -411,13 +410,13 @@ func (s *Service) upsertUser(ctx context.Context, phone string) (*ent.User, erro
 	return nil, errors.New("auth: user upsert did not converge")
 }
 
-// Session is the user snapshot stored under a token.
+// Session is the user snapshot stored under a token, with the role the phone has now.
 type Session struct {
 	UserID   int
 	Phone    string
 	Nickname string
 	Icon     string
-	Role     user.Role
+	Role     user.Role // from Options.AdminPhones at the request, not from the login
 }
 
 // IsAdmin reports whether the session's user has role ADMIN.
@@ -425,7 +424,8 @@ func (s *Session) IsAdmin() bool { return s.Role == user.RoleADMIN }
 
 // Authenticate resolves a token to its session and slides the session's TTL (at most once per
 // SlideEvery). A session read from Redis less than SessionCache ago is answered from memory.
-// It returns (nil, nil) when the token is unknown or expired.
+// It returns (nil, nil) when the token is unknown, idle too long, revoked or older than
+// SessionMaxAge.
 func (s *Service) Authenticate(ctx context.Context, token string) (*Session, error) {
 	if !plausibleToken(token) {
 		return nil, nil
@@ -433,7 +433,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Session, err
 	sum := sha256.Sum256([]byte(token))
 	now := time.Now()
 	last, known := s.recent.Get(sum)
-	if known && now.Sub(last.read) < s.opts.SessionCache {
+	if known && now.Sub(last.read) < s.opts.SessionCache && now.Before(last.end) {
 		return last.session, nil
 	}
 	slide := !known || now.Sub(last.slid) >= s.opts.SlideEvery
@@ -458,7 +458,8 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Session, err
 	}
 	m := get.Val()
 	id, err := strconv.Atoi(m["id"])
-	if len(m) == 0 || err != nil {
+	created, errCreated := strconv.ParseInt(m[createdField], 10, 64)
+	if len(m) == 0 || err != nil || errCreated != nil { // no created: minted before sessions had an end
 		s.recent.Remove(sum)
 		return nil, nil
 	}
@@ -467,8 +468,18 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Session, err
 		s.refuseForeign(ctx, kindSession, "minted_by", m[deploymentField])
 		return nil, nil
 	}
-	sess := &Session{UserID: id, Phone: m["phone"], Nickname: m["nickname"], Icon: m["icon"], Role: user.Role(m["role"])}
-	entry := recentSession{session: sess, read: now, slid: last.slid}
+	// The end counts from the login with today's SessionMaxAge, so shortening it ends the
+	// sessions already older at once. (A slide just now may have renewed the key: it goes.)
+	end := time.UnixMilli(created).Add(s.opts.SessionMaxAge)
+	if !now.Before(end) {
+		s.recent.Remove(sum)
+		if err := s.endSessions(ctx, id, sum); err != nil {
+			s.opts.Logger.WarnContext(ctx, "auth: deleting a session past its lifetime", "err", err)
+		}
+		return nil, nil
+	}
+	sess := &Session{UserID: id, Phone: m["phone"], Nickname: m["nickname"], Icon: m["icon"], Role: s.roleOf(m["phone"])}
+	entry := recentSession{session: sess, read: now, slid: last.slid, end: end}
 	if slide {
 		entry.slid = now
 	}
@@ -484,12 +495,26 @@ func (s *Service) Logout(ctx context.Context, token string) (bool, error) {
 		return false, nil
 	}
 	sum := sha256.Sum256([]byte(token))
-	n, err := s.rdb.Del(ctx, s.keys.session(sum)).Result()
+	key := s.keys.session(sum)
+	var id *redis.StringCmd
+	var del *redis.IntCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		id = p.HGet(ctx, key, "id")
+		del = p.Del(ctx, key)
+		return nil
+	})
 	s.recent.Remove(sum) // also when Redis failed: the next request asks Redis
-	if err != nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return false, fmt.Errorf("auth: deleting session: %w", err)
 	}
-	return n > 0, nil
+	if uid, err := strconv.Atoi(id.Val()); err == nil {
+		// Off the user's index too; left there, it would only wait for the index's pruning.
+		// (The session is gone either way: a failure here is no reason to fail the logout.)
+		if err := s.rdb.ZRem(ctx, s.keys.sessions(uid), hex.EncodeToString(sum[:])).Err(); err != nil {
+			s.opts.Logger.WarnContext(ctx, "auth: unlisting a logged-out session", "err", err)
+		}
+	}
+	return del.Val() > 0, nil
 }
 
 // SessionTTL returns the remaining lifetime of token's session (for tests and diagnostics).
@@ -499,6 +524,9 @@ func (s *Service) SessionTTL(ctx context.Context, token string) (time.Duration, 
 
 // deploymentField names the deployment that minted a code or a session, in its hash.
 const deploymentField = "deployment"
+
+// createdField is the session's login time (Unix ms), from which SessionMaxAge counts.
+const createdField = "created"
 
 // Kinds of foreign credentials, the label of surge_auth_foreign_refused_total.
 const (
@@ -543,6 +571,9 @@ func (s *Service) PhoneKeys(phone string) []string { return s.keys.Phone(phone) 
 // SessionKey is the Redis key of token's session: a SHA-256 of the token, never the token.
 func (s *Service) SessionKey(token string) string { return s.keys.Session(token) }
 
+// SessionsKey is the Redis key of the user's index of sessions.
+func (s *Service) SessionsKey(userID int) string { return s.keys.sessions(userID) }
+
 // Keyspace names the login keys of one namespace, for the Service and for tools that clean up
 // after simulated users (surge bench seckill).
 type Keyspace struct{ prefix string } // "login:" or "<ns>:login:"
@@ -571,6 +602,11 @@ func (k Keyspace) session(sum [sha256.Size]byte) string {
 
 func (k Keyspace) code(phone string) string    { return k.prefix + "code:{" + phone + "}" }
 func (k Keyspace) guesses(phone string) string { return k.prefix + "guess:{" + phone + "}" }
+
+// sessions is the user's index of sessions.
+func (k Keyspace) sessions(userID int) string {
+	return k.prefix + "sessions:{" + strconv.Itoa(userID) + "}"
+}
 
 // Send windows per client address and of the whole deployment (its namespace): for phones of
 // existing users, and for new phones.

@@ -19,15 +19,15 @@ import (
 
 func TestKeysUnderNamespace(t *testing.T) { testenv.EachRedis(t, testKeysUnderNamespace) }
 
-// Every key the login flow writes (code, cooldown, streak, wrong tries, send windows, session)
-// starts with "<ns>:"; nothing lands under the layout without a namespace.
+// Every key the login flow writes (code, cooldown, streak, wrong tries, send windows, session,
+// the user's sessions) starts with "<ns>:"; nothing lands under the layout without a namespace.
 func testKeysUnderNamespace(t *testing.T, rdb redis.UniversalClient) {
 	addr := "198.51.100." + testenv.Phone()[8:]
 	ctx := auth.WithClientAddress(context.Background(), addr)
 	ns := "ns" + testenv.Phone()
-	svc, sender, _ := newService(t, rdb, auth.Options{Namespace: ns,
+	svc, sender, db := newService(t, rdb, auth.Options{Namespace: ns,
 		SendsPerClient: auth.Rate{Count: 5, Window: time.Minute}, SendsNew: auth.Rate{Count: 1000, Window: time.Minute}})
-	plain, _, _ := newService(t, rdb, auth.Options{})
+	plain := auth.New(rdb, db.Ent, auth.Options{})
 	phone := testenv.Phone()
 	testenv.CleanupKeys(t, rdb, ns+":*")
 	if _, err := svc.SendCode(ctx, phone); err != nil {
@@ -38,13 +38,13 @@ func testKeysUnderNamespace(t *testing.T, rdb redis.UniversalClient) {
 	}
 	// The code, before the login burns it.
 	keys := svc.PhoneKeys(phone)
-	token, _, err := svc.Login(ctx, phone, sender.code(phone))
+	token, u, err := svc.Login(ctx, phone, sender.code(phone))
 	if err != nil {
 		t.Fatal(err)
 	}
-	written := append(keys[1:], svc.SessionKey(token), ns+":login:send:client:{"+addr+"}", ns+":login:send:new")
-	if len(written) != 6 {
-		t.Fatalf("keys %v: want gap, streak, wrong tries, session, client and new phones' send windows", written)
+	written := append(keys[1:], svc.SessionKey(token), svc.SessionsKey(u.ID), ns+":login:send:client:{"+addr+"}", ns+":login:send:new")
+	if len(written) != 7 {
+		t.Fatalf("keys %v: want gap, streak, wrong tries, session, the user's sessions, client and new phones' send windows", written)
 	}
 	for _, k := range append(written, keys[0]) {
 		if !strings.HasPrefix(k, ns+":login:") {
@@ -59,7 +59,7 @@ func testKeysUnderNamespace(t *testing.T, rdb redis.UniversalClient) {
 			t.Errorf("key %s has no TTL (%v)", k, ttl)
 		}
 	}
-	for _, k := range append(plain.PhoneKeys(phone), plain.SessionKey(token), "login:send:client:{"+addr+"}") {
+	for _, k := range append(plain.PhoneKeys(phone), plain.SessionKey(token), plain.SessionsKey(u.ID), "login:send:client:{"+addr+"}") {
 		if strings.HasPrefix(k, ns) {
 			t.Fatalf("a service without namespace uses key %s", k)
 		}
