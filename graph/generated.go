@@ -22,6 +22,7 @@ import (
 	"github.com/surgekit/surge/ent/voucher"
 	"github.com/surgekit/surge/graph/model"
 	"github.com/surgekit/surge/graph/scalar"
+	"github.com/surgekit/surge/internal/auth"
 	"github.com/surgekit/surge/internal/catalog"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -54,16 +55,17 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		CreateShop     func(childComplexity int, input ent.CreateShopInput) int
-		CreateShopType func(childComplexity int, input ent.CreateShopTypeInput) int
-		CreateVoucher  func(childComplexity int, input model.CreateVoucherInput) int
-		Login          func(childComplexity int, phone string, code string) int
-		Logout         func(childComplexity int) int
-		SeckillVoucher func(childComplexity int, voucherID int) int
-		SendLoginCode  func(childComplexity int, phone string) int
-		UpdateShop     func(childComplexity int, id int, input ent.UpdateShopInput) int
-		UpdateShopType func(childComplexity int, id int, input ent.UpdateShopTypeInput) int
-		UpdateVoucher  func(childComplexity int, id int, input catalog.VoucherUpdate) int
+		CreateShop         func(childComplexity int, input ent.CreateShopInput) int
+		CreateShopType     func(childComplexity int, input ent.CreateShopTypeInput) int
+		CreateVoucher      func(childComplexity int, input model.CreateVoucherInput) int
+		Login              func(childComplexity int, phone string, code string) int
+		Logout             func(childComplexity int) int
+		RevokeUserSessions func(childComplexity int, userID int) int
+		SeckillVoucher     func(childComplexity int, voucherID int) int
+		SendLoginCode      func(childComplexity int, phone string) int
+		UpdateShop         func(childComplexity int, id int, input ent.UpdateShopInput) int
+		UpdateShopType     func(childComplexity int, id int, input ent.UpdateShopTypeInput) int
+		UpdateVoucher      func(childComplexity int, id int, input catalog.VoucherUpdate) int
 	}
 
 	PageInfo struct {
@@ -74,16 +76,17 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		Me        func(childComplexity int) int
-		MyOrders  func(childComplexity int, first *int, after *entgql.Cursor[int]) int
-		Node      func(childComplexity int, id int) int
-		Nodes     func(childComplexity int, ids []int) int
-		Order     func(childComplexity int, id int) int
-		Shop      func(childComplexity int, id int) int
-		ShopTypes func(childComplexity int) int
-		Shops     func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy []*ent.ShopOrder, where *ent.ShopWhereInput) int
-		Voucher   func(childComplexity int, id int) int
-		Vouchers  func(childComplexity int, shopID int) int
+		Me           func(childComplexity int) int
+		MyOrders     func(childComplexity int, first *int, after *entgql.Cursor[int]) int
+		Node         func(childComplexity int, id int) int
+		Nodes        func(childComplexity int, ids []int) int
+		Order        func(childComplexity int, id int) int
+		Shop         func(childComplexity int, id int) int
+		ShopTypes    func(childComplexity int) int
+		Shops        func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy []*ent.ShopOrder, where *ent.ShopWhereInput) int
+		UserSessions func(childComplexity int, userID int) int
+		Voucher      func(childComplexity int, id int) int
+		Vouchers     func(childComplexity int, shopID int) int
 	}
 
 	SeckillOrder struct {
@@ -119,6 +122,12 @@ type ComplexityRoot struct {
 		ExpiresIn  func(childComplexity int) int
 		Phone      func(childComplexity int) int
 		RetryAfter func(childComplexity int) int
+	}
+
+	Session struct {
+		CreatedAt func(childComplexity int) int
+		ExpiresAt func(childComplexity int) int
+		ID        func(childComplexity int) int
 	}
 
 	Shop struct {
@@ -203,6 +212,7 @@ type MutationResolver interface {
 	SendLoginCode(ctx context.Context, phone string) (*model.SendLoginCodePayload, error)
 	Login(ctx context.Context, phone string, code string) (*model.LoginPayload, error)
 	Logout(ctx context.Context) (bool, error)
+	RevokeUserSessions(ctx context.Context, userID int) (int, error)
 	CreateShopType(ctx context.Context, input ent.CreateShopTypeInput) (*ent.ShopType, error)
 	UpdateShopType(ctx context.Context, id int, input ent.UpdateShopTypeInput) (*ent.ShopType, error)
 	CreateShop(ctx context.Context, input ent.CreateShopInput) (*ent.Shop, error)
@@ -221,6 +231,7 @@ type QueryResolver interface {
 	Vouchers(ctx context.Context, shopID int) ([]*ent.Voucher, error)
 	Me(ctx context.Context) (*ent.User, error)
 	MyOrders(ctx context.Context, first *int, after *entgql.Cursor[int]) (*ent.SeckillOrderConnection, error)
+	UserSessions(ctx context.Context, userID int) ([]*auth.SessionInfo, error)
 	Order(ctx context.Context, id int) (*ent.SeckillOrder, error)
 }
 type SeckillOrderResolver interface {
@@ -323,6 +334,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Logout(childComplexity), true
+	case "Mutation.revokeUserSessions":
+		if e.ComplexityRoot.Mutation.RevokeUserSessions == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeUserSessions_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeUserSessions(childComplexity, args["userId"].(int)), true
 	case "Mutation.seckillVoucher":
 		if e.ComplexityRoot.Mutation.SeckillVoucher == nil {
 			break
@@ -482,6 +504,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Shops(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int), args["orderBy"].([]*ent.ShopOrder), args["where"].(*ent.ShopWhereInput)), true
+	case "Query.userSessions":
+		if e.ComplexityRoot.Query.UserSessions == nil {
+			break
+		}
+
+		args, err := ec.field_Query_userSessions_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.UserSessions(childComplexity, args["userId"].(int)), true
 	case "Query.voucher":
 		if e.ComplexityRoot.Query.Voucher == nil {
 			break
@@ -629,6 +662,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SendLoginCodePayload.RetryAfter(childComplexity), true
+
+	case "Session.createdAt":
+		if e.ComplexityRoot.Session.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Session.CreatedAt(childComplexity), true
+	case "Session.expiresAt":
+		if e.ComplexityRoot.Session.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Session.ExpiresAt(childComplexity), true
+	case "Session.id":
+		if e.ComplexityRoot.Session.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Session.ID(childComplexity), true
 
 	case "Shop.address":
 		if e.ComplexityRoot.Shop.Address == nil {
@@ -1193,6 +1245,18 @@ func (ec *executionContext) childFields_SendLoginCodePayload(ctx context.Context
 	return nil, fmt.Errorf("no field named %q was found under type SendLoginCodePayload", field.Name)
 }
 
+func (ec *executionContext) childFields_Session(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Session_id(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Session_createdAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Session_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Session", field.Name)
+}
+
 func (ec *executionContext) childFields_Shop(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -1509,6 +1573,20 @@ func (ec *executionContext) field_Mutation_login_args(ctx context.Context, rawAr
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_revokeUserSessions_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "userId",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["userId"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_seckillVoucher_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1746,6 +1824,20 @@ func (ec *executionContext) field_Query_shops_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["where"] = arg5
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_userSessions_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "userId",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["userId"] = arg0
 	return args, nil
 }
 
@@ -2052,6 +2144,59 @@ func (ec *executionContext) _Mutation_logout(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Mutation_logout(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Mutation", field, true, true, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Mutation_revokeUserSessions(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokeUserSessions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokeUserSessions(ctx, fc.Args["userId"].(int))
+		},
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				return builtInDirectiveAdmin(ctx, nil, directive0)
+			}
+
+			next = directive1
+			return next
+		},
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokeUserSessions(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokeUserSessions_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Mutation_createShopType(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -2880,6 +3025,59 @@ func (ec *executionContext) fieldContext_Query_myOrders(ctx context.Context, fie
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_userSessions(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_userSessions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().UserSessions(ctx, fc.Args["userId"].(int))
+		},
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				return builtInDirectiveAdmin(ctx, nil, directive0)
+			}
+
+			next = directive1
+			return next
+		},
+		func(ctx context.Context, selections ast.SelectionSet, v []*auth.SessionInfo) graphql.Marshaler {
+			return ec.marshalNSession2ᚕᚖgithubᚗcomᚋsurgekitᚋsurgeᚋinternalᚋauthᚐSessionInfoᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_userSessions(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Session(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_userSessions_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_order(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3512,6 +3710,75 @@ func (ec *executionContext) _SendLoginCodePayload_devCode(ctx context.Context, f
 }
 func (ec *executionContext) fieldContext_SendLoginCodePayload_devCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SendLoginCodePayload", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Session_id(ctx context.Context, field graphql.CollectedField, obj *auth.SessionInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Session_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Session_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Session", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Session_createdAt(ctx context.Context, field graphql.CollectedField, obj *auth.SessionInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Session_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Session_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Session", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Session_expiresAt(ctx context.Context, field graphql.CollectedField, obj *auth.SessionInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Session_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Session_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Session", field, false, false, errors.New("field of type Time does not have child fields"))
 }
 
 func (ec *executionContext) _Shop_id(ctx context.Context, field graphql.CollectedField, obj *ent.Shop) (ret graphql.Marshaler) {
@@ -9881,6 +10148,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "revokeUserSessions":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokeUserSessions(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createShopType":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createShopType(ctx, field)
@@ -10210,6 +10484,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 					}
 				}()
 				res = ec._Query_myOrders(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "userSessions":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_userSessions(ctx, field)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
@@ -10587,6 +10883,54 @@ func (ec *executionContext) _SendLoginCodePayload(ctx context.Context, sel ast.S
 		case "devCode":
 			out.Values[i] = ec._SendLoginCodePayload_devCode(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var sessionImplementors = []string{"Session"}
+
+func (ec *executionContext) _Session(ctx context.Context, sel ast.SelectionSet, obj *auth.SessionInfo) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, sessionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Session")
+		case "id":
+			out.Values[i] = ec._Session_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Session_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Session_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -11814,6 +12158,32 @@ func (ec *executionContext) marshalNSendLoginCodePayload2ᚖgithubᚗcomᚋsurge
 		return graphql.Null
 	}
 	return ec._SendLoginCodePayload(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNSession2ᚕᚖgithubᚗcomᚋsurgekitᚋsurgeᚋinternalᚋauthᚐSessionInfoᚄ(ctx context.Context, sel ast.SelectionSet, v []*auth.SessionInfo) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSession2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋinternalᚋauthᚐSessionInfo(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSession2ᚖgithubᚗcomᚋsurgekitᚋsurgeᚋinternalᚋauthᚐSessionInfo(ctx context.Context, sel ast.SelectionSet, v *auth.SessionInfo) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Session(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNShop2githubᚗcomᚋsurgekitᚋsurgeᚋentᚐShop(ctx context.Context, sel ast.SelectionSet, v ent.Shop) graphql.Marshaler {

@@ -46,6 +46,11 @@ func (r *mutationResolver) Logout(ctx context.Context) (bool, error) {
 	return r.Auth.Logout(ctx, auth.TokenFromContext(ctx))
 }
 
+// RevokeUserSessions is the resolver for the revokeUserSessions field.
+func (r *mutationResolver) RevokeUserSessions(ctx context.Context, userID int) (int, error) {
+	return r.Auth.RevokeSessions(ctx, userID)
+}
+
 // CreateShopType is the resolver for the createShopType field.
 func (r *mutationResolver) CreateShopType(ctx context.Context, input ent.CreateShopTypeInput) (*ent.ShopType, error) {
 	return r.Catalog.CreateShopType(ctx, input)
@@ -132,6 +137,11 @@ func (r *queryResolver) MyOrders(ctx context.Context, first *int, after *entgql.
 		return nil, err
 	}
 	return r.sales().Orders(ctx, s.UserID, *first, after)
+}
+
+// UserSessions is the resolver for the userSessions field.
+func (r *queryResolver) UserSessions(ctx context.Context, userID int) ([]*auth.SessionInfo, error) {
+	return r.Auth.Sessions(ctx, userID)
 }
 
 // Mutation returns MutationResolver implementation.

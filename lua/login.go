@@ -53,17 +53,36 @@ const (
 	CodeMissing VerifyOutcome = -1 // never sent, or expired
 	CodeLocked  VerifyOutcome = -2 // too many wrong tries
 	CodeForeign VerifyOutcome = -3 // sent by another deployment: left untouched
+	// CodeCapped: locked, and the phone has used its wrong tries of the window: each new code
+	// allows one try until the window ends.
+	CodeCapped VerifyOutcome = -4
 )
 
 var loginVerifyCode = newScript(func(reply any) (VerifyOutcome, bool) {
 	n, ok := reply.(int64)
-	return VerifyOutcome(n), ok && n >= int64(CodeForeign) && n <= int64(CodeRight)
+	return VerifyOutcome(n), ok && n >= int64(CodeCapped) && n <= int64(CodeRight)
 }, "login_verify_code.lua")
 
-// LoginVerifyCode checks a login code at deployment, counting wrong tries against maxTries
-// and burning the code on success.
-func LoginVerifyCode(codeKey, code string, maxTries int, deployment string) Call[VerifyOutcome] {
-	return loginVerifyCode.call([]string{codeKey}, code, maxTries, deployment)
+// LoginVerifyKeys are one phone's keys for checking a code, sharing the hash tag {<phone>}.
+type LoginVerifyKeys struct {
+	Code    string // hash {code, tries, deployment}
+	Guesses string // the phone's wrong tries in the window
+}
+
+// LoginVerify is a submitted code and the try limits.
+type LoginVerify struct {
+	Code       string
+	MaxTries   int           // wrong tries per code
+	PerWindow  int           // wrong tries per phone per Window at MaxTries per code; then one per code
+	Window     time.Duration // fixed, from the phone's first wrong try
+	Deployment string        // only codes this deployment sent are checked
+}
+
+// LoginVerifyCode checks a login code, counting wrong tries per code and per phone, and burning
+// the code on success.
+func LoginVerifyCode(keys LoginVerifyKeys, v LoginVerify) Call[VerifyOutcome] {
+	return loginVerifyCode.call([]string{keys.Code, keys.Guesses}, v.Code, v.MaxTries, v.Deployment,
+		v.PerWindow, v.Window.Milliseconds())
 }
 
 // RateReply is rate_window.lua's answer.

@@ -125,8 +125,8 @@ func TestLoginReplies(t *testing.T) {
 	})
 	checkReplies(t, loginVerifyCode, []replyCase{
 		{int64(1), CodeRight}, {int64(0), CodeWrong}, {int64(-1), CodeMissing},
-		{int64(-2), CodeLocked}, {int64(-3), CodeForeign},
-		{int64(-4), nil}, {int64(2), nil}, {"1", nil},
+		{int64(-2), CodeLocked}, {int64(-3), CodeForeign}, {int64(-4), CodeCapped},
+		{int64(-5), nil}, {int64(2), nil}, {"1", nil},
 	})
 	checkReplies(t, rateWindow, []replyCase{
 		{[]any{int64(1), int64(0)}, RateReply{Allowed: true}},

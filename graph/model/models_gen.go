@@ -31,7 +31,8 @@ type CreateVoucherInput struct {
 
 type LoginPayload struct {
 	Token string `json:"token"`
-	// Seconds of inactivity after which the token expires; every authenticated request renews it.
+	// Seconds of inactivity after which the token expires; every authenticated request renews it,
+	// up to SURGE_SESSION_MAX_AGE (24 h) after the login.
 	ExpiresIn int       `json:"expiresIn"`
 	User      *ent.User `json:"user"`
 }

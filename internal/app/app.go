@@ -96,9 +96,16 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	sessions := autopipe.New(a.Redis, 2, 256)
 	a.closers = append(a.closers, func() error { sessions.Close(); return nil })
 	a.Auth = auth.New(a.Redis, a.DB.Ent, auth.Options{Pipe: sessions, AdminPhones: cfg.AdminPhones, DevMode: cfg.Dev(), Sender: sender,
-		SendsPerClient: cfg.LoginSendRateIP, SendsGlobal: cfg.LoginSendRateGlobal,
-		SessionCache: offIfZero(cfg.SessionCache), SlideEvery: offIfZero(cfg.SessionSlide),
+		SendsPerClient: cfg.LoginSendRateIP, SendsGlobal: cfg.LoginSendRateGlobal, SendsNew: cfg.LoginSendRateNew,
+		SessionCache: offIfZero(cfg.SessionCache), SlideEvery: offIfZero(cfg.SessionSlide), SessionMaxAge: cfg.SessionMaxAge,
 		Namespace: cfg.Namespace, Deployment: a.Deployment, Logger: a.Log, Registerer: registry})
+	// Sessions take their role from SURGE_ADMIN_PHONES on every request; the users table (what
+	// me.role reads) follows it here, so an admin removed from the list is one nowhere.
+	if n, err := a.Auth.SyncRoles(ctx); err != nil {
+		return nil, err
+	} else if n > 0 {
+		a.Log.Info("user roles updated to SURGE_ADMIN_PHONES", "users", n)
+	}
 	a.Catalog, err = catalog.New(ctx, a.DB.Ent, a.Redis, catalog.CacheOptions{
 		Namespace: cfg.Namespace, Metrics: cache.NewMetrics(registry), Logger: a.Log,
 	})

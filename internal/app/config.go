@@ -58,15 +58,20 @@ type Config struct {
 	// SessionSlide is SURGE_SESSION_SLIDE, -session-slide (1m; 0: every request): how often,
 	// at most, a server slides a session's 30-minute idle TTL while the session is in use.
 	SessionSlide time.Duration
+	// SessionMaxAge is SURGE_SESSION_MAX_AGE, -session-max-age (24h): how long after its login
+	// a session ends, however busy.
+	SessionMaxAge time.Duration
 	// TrustedProxyHeader is SURGE_TRUSTED_PROXY_HEADER, -trusted-proxy-header (none): the
 	// header whose last address is the client's, behind a reverse proxy (X-Forwarded-For,
 	// X-Real-IP); without it the peer's address counts.
 	TrustedProxyHeader string
-	// LoginSendRateIP and LoginSendRateGlobal are SURGE_LOGIN_SEND_RATE_IP,
-	// -login-send-rate-ip and SURGE_LOGIN_SEND_RATE_GLOBAL, -login-send-rate-global: login code
-	// sends per client address and server-wide, "N/window" (e.g. 20/1h) or "off". Production
-	// defaults: 20/1h and 1000/1m; dev mode: off (codes are returned, nothing is delivered).
-	LoginSendRateIP, LoginSendRateGlobal auth.Rate
+	// LoginSendRateIP, LoginSendRateGlobal and LoginSendRateNew are SURGE_LOGIN_SEND_RATE_IP,
+	// -login-send-rate-ip, SURGE_LOGIN_SEND_RATE_GLOBAL, -login-send-rate-global and
+	// SURGE_LOGIN_SEND_RATE_NEW, -login-send-rate-new: login code sends per client address,
+	// server-wide to phones of existing users, and server-wide to phones of no user yet,
+	// "N/window" (e.g. 20/1h) or "off". Production defaults: 20/1h, 1000/1m and 200/1m; dev
+	// mode: off (codes are returned, nothing is delivered).
+	LoginSendRateIP, LoginSendRateGlobal, LoginSendRateNew auth.Rate
 	// WSMaxSubscriptions is SURGE_WS_MAX_SUBSCRIPTIONS, -ws-max-subscriptions (10): the
 	// subscriptions one WebSocket connection may run at once. WSMaxConnectionsPerIP is
 	// SURGE_WS_MAX_CONNECTIONS_PER_IP, -ws-max-connections-per-ip (50): the WebSocket
@@ -168,7 +173,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	mysqlMaxConns := fs.Int("mysql-max-conns", ev.int("SURGE_MYSQL_MAX_CONNS", store.DefaultMaxConns), "most connections this server opens to MySQL; servers × this must stay below max_connections (SURGE_MYSQL_MAX_CONNS)")
 	redisPoolSize := fs.Int("redis-pool-size", ev.int("SURGE_REDIS_POOL_SIZE", 0), "connections of the main Redis client; 0 means go-redis's default, 10 per CPU (SURGE_REDIS_POOL_SIZE)")
 	mode := fs.String("mode", env("SURGE_MODE", ""), `"dev" or "production" (SURGE_MODE; default dev when embedded, else production)`)
-	admins := fs.String("admin-phones", env("SURGE_ADMIN_PHONES", ""), "comma-separated phones that get role ADMIN at login (SURGE_ADMIN_PHONES)")
+	admins := fs.String("admin-phones", env("SURGE_ADMIN_PHONES", ""), "comma-separated phones with role ADMIN, read on every request (SURGE_ADMIN_PHONES)")
 	seed := fs.String("seed", env("SURGE_SEED", ""), "seed demo data into an empty database: true/false (SURGE_SEED; default: dev mode)")
 	intro := fs.String("introspection", env("SURGE_INTROSPECTION", ""), "allow schema introspection: true/false (SURGE_INTROSPECTION; default: dev mode)")
 	maxComplexity := fs.Int("max-complexity", ev.int("SURGE_MAX_COMPLEXITY", 3000), "complexity budget per operation (SURGE_MAX_COMPLEXITY)")
@@ -179,9 +184,11 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	requestTimeout := fs.Duration("request-timeout", ev.duration("SURGE_REQUEST_TIMEOUT", 5*time.Second), "deadline of each request; its work is cancelled then (SURGE_REQUEST_TIMEOUT)")
 	sessionCache := fs.Duration("session-cache", ev.duration("SURGE_SESSION_CACHE", time.Second), "how long a session read from Redis is answered from memory; a logout through another server is honoured within it; 0: off (SURGE_SESSION_CACHE)")
 	sessionSlide := fs.Duration("session-slide", ev.duration("SURGE_SESSION_SLIDE", time.Minute), "how often, at most, a server slides a session's idle TTL while it is in use; 0: on every request (SURGE_SESSION_SLIDE)")
+	sessionMaxAge := fs.Duration("session-max-age", ev.duration("SURGE_SESSION_MAX_AGE", 24*time.Hour), "how long after its login a session ends, however busy (SURGE_SESSION_MAX_AGE)")
 	proxyHeader := fs.String("trusted-proxy-header", env("SURGE_TRUSTED_PROXY_HEADER", ""), "header whose last address is the client's, behind a reverse proxy, e.g. X-Forwarded-For (SURGE_TRUSTED_PROXY_HEADER)")
 	sendRateIP := fs.String("login-send-rate-ip", env("SURGE_LOGIN_SEND_RATE_IP", ""), `login code sends per client address, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_IP; default 20/1h, dev mode off)`)
-	sendRateGlobal := fs.String("login-send-rate-global", env("SURGE_LOGIN_SEND_RATE_GLOBAL", ""), `login code sends server-wide, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_GLOBAL; default 1000/1m, dev mode off)`)
+	sendRateGlobal := fs.String("login-send-rate-global", env("SURGE_LOGIN_SEND_RATE_GLOBAL", ""), `login code sends server-wide to phones of existing users, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_GLOBAL; default 1000/1m, dev mode off)`)
+	sendRateNew := fs.String("login-send-rate-new", env("SURGE_LOGIN_SEND_RATE_NEW", ""), `login code sends server-wide to phones of no user yet, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_NEW; default 200/1m, dev mode off)`)
 	wsSubs := fs.Int("ws-max-subscriptions", ev.int("SURGE_WS_MAX_SUBSCRIPTIONS", 10), "subscriptions one WebSocket connection may run at once (SURGE_WS_MAX_SUBSCRIPTIONS)")
 	wsConns := fs.Int("ws-max-connections-per-ip", ev.int("SURGE_WS_MAX_CONNECTIONS_PER_IP", 50), "WebSocket connections one client address may hold open (SURGE_WS_MAX_CONNECTIONS_PER_IP)")
 	readTimeout := fs.Duration("read-timeout", ev.duration("SURGE_READ_TIMEOUT", 10*time.Second), "how long a client may take to send one request (SURGE_READ_TIMEOUT)")
@@ -223,7 +230,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			SeckillClaimIdle: *claimIdle,
 			MaxTokens:        *maxTokens, MaxNesting: *maxNesting, MaxFields: *maxFields,
 			RequestTimeout: *requestTimeout, ReadTimeout: *readTimeout,
-			SessionCache: *sessionCache, SessionSlide: *sessionSlide,
+			SessionCache: *sessionCache, SessionSlide: *sessionSlide, SessionMaxAge: *sessionMaxAge,
 			TrustedProxyHeader: strings.TrimSpace(*proxyHeader),
 			WSMaxSubscriptions: *wsSubs, WSMaxConnectionsPerIP: *wsConns,
 			CORSOrigins: commalist.Split(*corsOrigins), CORSMaxAge: *corsMaxAge,
@@ -272,6 +279,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		if c.LoginSendRateGlobal, err = parseRate("login-send-rate-global", *sendRateGlobal, productionOnly(c, defaultSendRateGlobal)); err != nil {
 			return Config{}, err
 		}
+		if c.LoginSendRateNew, err = parseRate("login-send-rate-new", *sendRateNew, productionOnly(c, defaultSendRateNew)); err != nil {
+			return Config{}, err
+		}
 		if c.APQ, err = parseBool("apq", *apq, true); err != nil {
 			return Config{}, err
 		}
@@ -313,6 +323,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		}
 		if c.SessionCache < 0 || c.SessionSlide < 0 {
 			return Config{}, fmt.Errorf("session-cache and session-slide must be 0 (off) or positive")
+		}
+		if c.SessionMaxAge <= 0 {
+			return Config{}, fmt.Errorf("%s: %v must be positive", setting("session-max-age"), c.SessionMaxAge)
 		}
 		return c, nil
 	}
@@ -391,10 +404,12 @@ func (c Config) CORS() server.CORS {
 }
 
 // Default login code send rates of a production server: a client may log in a few phones an
-// hour; server-wide, SMS spend stays bounded under any spread of addresses.
+// hour; server-wide, SMS spend stays bounded under any spread of addresses, and sends to new
+// phones (any number will do to fill a window) have a window apart from returning users'.
 var (
 	defaultSendRateIP     = auth.Rate{Count: 20, Window: time.Hour}
 	defaultSendRateGlobal = auth.Rate{Count: 1000, Window: time.Minute}
+	defaultSendRateNew    = auth.Rate{Count: 200, Window: time.Minute}
 )
 
 // Default persisted-query registration rates: an application's documents are registered once,

@@ -61,8 +61,8 @@ func TestParseConfigProtectionDefaults(t *testing.T) {
 	if c.MaxTokens != 2000 || c.MaxNesting != 32 || c.MaxFields != 500 || c.RequestTimeout != 5*time.Second || c.ReadTimeout != 10*time.Second {
 		t.Fatalf("limits: %+v", c)
 	}
-	if c.SessionCache != time.Second || c.SessionSlide != time.Minute {
-		t.Fatalf("session cache %v, slide %v", c.SessionCache, c.SessionSlide)
+	if c.SessionCache != time.Second || c.SessionSlide != time.Minute || c.SessionMaxAge != 24*time.Hour {
+		t.Fatalf("session cache %v, slide %v, max age %v", c.SessionCache, c.SessionSlide, c.SessionMaxAge)
 	}
 	if _, err := ParseConfig([]string{"-session-cache", "-1s"}, prod); err == nil {
 		t.Fatal("a negative session-cache was accepted")
@@ -70,8 +70,11 @@ func TestParseConfigProtectionDefaults(t *testing.T) {
 	if c.LoginSendRateIP != (auth.Rate{Count: 20, Window: time.Hour}) || c.LoginSendRateGlobal != (auth.Rate{Count: 1000, Window: time.Minute}) || c.TrustedProxyHeader != "" {
 		t.Fatalf("production send limits: %+v %+v %q", c.LoginSendRateIP, c.LoginSendRateGlobal, c.TrustedProxyHeader)
 	}
-	if c, _ := ParseConfig(nil, envOf(nil)); !c.LoginSendRateIP.Off() || !c.LoginSendRateGlobal.Off() {
-		t.Fatalf("dev mode send limits: %+v %+v", c.LoginSendRateIP, c.LoginSendRateGlobal)
+	if c.LoginSendRateNew != (auth.Rate{Count: 200, Window: time.Minute}) {
+		t.Fatalf("production send limit for new phones: %+v", c.LoginSendRateNew)
+	}
+	if c, _ := ParseConfig(nil, envOf(nil)); !c.LoginSendRateIP.Off() || !c.LoginSendRateGlobal.Off() || !c.LoginSendRateNew.Off() {
+		t.Fatalf("dev mode send limits: %+v %+v %+v", c.LoginSendRateIP, c.LoginSendRateGlobal, c.LoginSendRateNew)
 	}
 	c, err = ParseConfig([]string{"-login-send-rate-ip", "5/30s", "-login-send-rate-global", "off", "-trusted-proxy-header", "X-Real-IP"}, prod)
 	if err != nil || c.LoginSendRateIP != (auth.Rate{Count: 5, Window: 30 * time.Second}) || !c.LoginSendRateGlobal.Off() || c.TrustedProxyHeader != "X-Real-IP" {
@@ -107,6 +110,8 @@ func TestParseConfigRejectsBadValues(t *testing.T) {
 		"rate no slash": {env: map[string]string{"SURGE_LOGIN_SEND_RATE_IP": "20"}},
 		"rate zero":     {env: map[string]string{"SURGE_LOGIN_SEND_RATE_GLOBAL": "0/1m"}},
 		"rate window":   {env: map[string]string{"SURGE_LOGIN_SEND_RATE_IP": "5/soon"}},
+		"new rate":      {env: map[string]string{"SURGE_LOGIN_SEND_RATE_NEW": "5"}},
+		"no max age":    {args: []string{"-session-max-age", "0s"}},
 	} {
 		if _, err := ParseConfig(tc.args, envOf(tc.env)); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -1,24 +1,38 @@
 // Package auth implements phone-code login with sessions in Redis, in the shape of the
 // well-known Redis session design: a short-lived code per phone with a wrong-try limit, send
 // limits, and an opaque random token whose session hash slides while it is in use (at most once
-// per Options.SlideEvery per process). Each process remembers the sessions it read for
-// Options.SessionCache (1 s), so a busy client costs Redis one read per second per server; a
-// logout through another server is honoured here within that bound.
+// per Options.SlideEvery per process) and ends at the latest Options.SessionMaxAge after the
+// login. Each process remembers the sessions it read for Options.SessionCache (1 s), so a busy
+// client costs Redis one read per second per server; a logout or a revocation through another
+// server is honoured here within that bound.
+//
+// The role is not part of the session: it is the phone's role in Options.AdminPhones, looked up
+// on every request, so removing an admin takes effect on the next request after a restart
+// (SyncRoles brings the users table in line at start). Each user's sessions are listed in a
+// capped index, so they can be listed (Sessions) and ended together (RevokeSessions).
 //
 // Sends are limited three ways, because each one costs an SMS: per phone by an escalating
 // cooldown (never a quota an attacker could use up to lock the owner out), per client address
-// and server-wide by fixed windows. Wrong guesses lock the code, not the phone: a new code
-// unlocks.
+// and server-wide by fixed windows. The server-wide windows are two, for phones of existing
+// users and for new phones, so that sends to numbers nobody registered (the cheap way to use
+// the window up) never lock returning users out; and a send the phone's cooldown refuses counts
+// in neither. Wrong guesses lock the code, and past WrongTriesPerDay wrong guesses in a day a
+// phone's codes allow one try each: the owner, who has the code, still logs in.
 //
 // Redis keys, each under "<Options.Namespace>:" (the phone is the hash tag, so each script's
 // keys share a Cluster slot):
 //
 //	login:code:{<phone>}          hash {code, tries, deployment}, TTL CodeTTL
+//	login:guess:{<phone>}         wrong tries of the phone, TTL 24 h from the first
 //	login:send:{<phone>}:gap      send cooldown marker, TTL the current cooldown
 //	login:send:{<phone>}:streak   sends of the current streak, TTL StreakWindow (slides)
 //	login:send:client:{<address>} sends from one client address in the window, TTL its window
-//	login:send:all                sends of the deployment in the window, TTL its window
-//	login:token:<sha256(token)>   session hash {id, phone, nickname, icon, role, deployment}, TTL SessionTTL
+//	login:send:all                sends to phones of existing users in the window, TTL its window
+//	login:send:new                sends to phones of no user yet in the window, TTL its window
+//	login:token:<sha256(token)>   session hash {id, phone, nickname, icon, created, deployment},
+//	                              TTL SessionTTL (slides), refused after SessionMaxAge
+//	login:sessions:{<user id>}    sorted set of the user's sessions (sha256 hex by creation
+//	                              time), at most MaxSessionsPerUser, TTL SessionMaxAge
 //
 // The token itself is never stored: a Redis dump does not hand out live sessions.
 //
@@ -93,6 +107,9 @@ func (r Rate) Off() bool { return r.Count <= 0 || r.Window <= 0 }
 type Options struct {
 	CodeTTL  time.Duration // how long a code is valid (2 min)
 	MaxTries int           // wrong tries before a code locks (5)
+	// WrongTriesPerDay is the wrong tries a phone gets at MaxTries per code in 24 h (from its
+	// first wrong try; 10); past it, each code allows one try until those 24 h end.
+	WrongTriesPerDay int
 	// SendInterval is the cooldown after a send to one phone (60 s) for the first FreeSends
 	// sends of a streak (3); each further send doubles it, up to MaxSendInterval (15 min).
 	// A streak ends when no code was sent to the phone for StreakWindow (24 h).
@@ -100,11 +117,18 @@ type Options struct {
 	FreeSends       int
 	MaxSendInterval time.Duration
 	StreakWindow    time.Duration
-	// SendsPerClient and SendsGlobal bound sends per client address (ClientAddress of the
-	// context) and server-wide; zero Rates do not limit. Attempts count, refused or not.
+	// SendsPerClient bounds sends per client address (ClientAddress of the context); every
+	// attempt counts, refused or not. SendsGlobal bounds the deployment's sends to phones of
+	// existing users, SendsNew those to phones of no user yet; attempts the phone's cooldown
+	// refuses count in neither. Zero Rates do not limit.
 	SendsPerClient Rate
 	SendsGlobal    Rate
+	SendsNew       Rate
 	SessionTTL     time.Duration // idle time after which a session ends (30 min)
+	// SessionMaxAge is how long after its login a session ends, however busy (24 h).
+	SessionMaxAge time.Duration
+	// MaxSessionsPerUser bounds the sessions a user holds; a login past it ends the oldest (10).
+	MaxSessionsPerUser int
 	// SessionCache is how long this process answers a token from memory after reading its
 	// session from Redis (1 s; negative: never). A logout through this process is honoured at
 	// once; one through another server of the deployment within SessionCache.
@@ -113,7 +137,7 @@ type Options struct {
 	// it is in use (min(1 min, SessionTTL/10); negative: on every request). An idle session
 	// so ends between SessionTTL − SlideEvery and SessionTTL after its last request.
 	SlideEvery  time.Duration
-	AdminPhones []string   // phones that get role ADMIN at login
+	AdminPhones []string   // phones with role ADMIN, on every request
 	DevMode     bool       // expose codes in SendCode's result (never in production)
 	Sender      CodeSender // LogSender by default
 	// Pipe, when set, sends the session lookups of concurrent requests in shared pipelines
@@ -136,6 +160,9 @@ func (o *Options) setDefaults() {
 	if o.MaxTries <= 0 {
 		o.MaxTries = 5
 	}
+	if o.WrongTriesPerDay <= 0 {
+		o.WrongTriesPerDay = 10
+	}
 	if o.SendInterval <= 0 {
 		o.SendInterval = 60 * time.Second
 	}
@@ -150,6 +177,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 30 * time.Minute
+	}
+	if o.SessionMaxAge <= 0 {
+		o.SessionMaxAge = 24 * time.Hour
+	}
+	if o.MaxSessionsPerUser <= 0 {
+		o.MaxSessionsPerUser = 10
 	}
 	if o.SessionCache == 0 {
 		o.SessionCache = time.Second
@@ -178,10 +211,11 @@ type Service struct {
 }
 
 // recentSession is what this process last read of a session (by the SHA-256 of its token):
-// answered from memory until read+SessionCache, slid again after slid+SlideEvery.
+// answered from memory until read+SessionCache (never past end), slid again after
+// slid+SlideEvery.
 type recentSession struct {
-	session    *Session
-	read, slid time.Time
+	session         *Session
+	read, slid, end time.Time
 }
 
 // recentSessions bounds the sessions remembered (≈ 150 bytes each); the least recently
@@ -224,14 +258,14 @@ func (s *Service) SendCode(ctx context.Context, phone string) (*SentCode, error)
 	if err := ValidatePhone(phone); err != nil {
 		return nil, err
 	}
-	if err := s.checkSendRates(ctx); err != nil {
+	keys := s.PhoneKeys(phone)
+	if err := s.checkSendRates(ctx, phone, keys[phoneGap]); err != nil {
 		return nil, err
 	}
 	code, err := randomCode()
 	if err != nil {
 		return nil, err
 	}
-	keys := s.PhoneKeys(phone)
 	res, err := lua.LoginSendCode(lua.LoginCodeKeys{Code: keys[phoneCode], Gap: keys[phoneGap], Streak: keys[phoneStreak]}, lua.LoginCode{
 		Code: code, TTL: s.opts.CodeTTL, Cooldown: s.opts.SendInterval, MaxCooldown: s.opts.MaxSendInterval,
 		FreeSends: s.opts.FreeSends, Streak: s.opts.StreakWindow, Deployment: s.opts.Deployment,
@@ -257,15 +291,38 @@ func (s *Service) SendCode(ctx context.Context, phone string) (*SentCode, error)
 	return out, nil
 }
 
-// checkSendRates counts this send against the client's and the server-wide windows.
-func (s *Service) checkSendRates(ctx context.Context) error {
+// checkSendRates counts this send against the client's window, then (unless the phone's
+// cooldown runs: gap is its marker) against the server-wide window of its kind of phone.
+func (s *Service) checkSendRates(ctx context.Context, phone, gap string) error {
 	if addr := ClientAddress(ctx); addr != "" && !s.opts.SendsPerClient.Off() {
 		if err := s.countSend(ctx, s.keys.clientSends(addr), s.opts.SendsPerClient, "from this address"); err != nil {
 			return err
 		}
 	}
-	if !s.opts.SendsGlobal.Off() {
+	if s.opts.SendsGlobal.Off() && s.opts.SendsNew.Off() {
+		return nil
+	}
+	// The phone's cooldown first, so that a client sending to the same phone again and again
+	// is refused here, without using up the window every user shares. (login_send_code.lua
+	// checks it again, atomically: this read only spares the window.)
+	left, err := s.rdb.PTTL(ctx, gap).Result()
+	if err != nil {
+		return fmt.Errorf("auth: reading the send cooldown: %w", err)
+	}
+	if left > 0 {
+		return rateLimited("a code was sent to this phone recently", left)
+	}
+	// Phones nobody registered are the cheap way to fill a window (any number will do), so
+	// they have their own: sign-ups may be refused for a while, returning users are not.
+	known, err := s.db.User.Query().Where(user.Phone(phone)).Exist(ctx)
+	if err != nil {
+		return fmt.Errorf("auth: looking up the phone's user: %w", err)
+	}
+	switch {
+	case known && !s.opts.SendsGlobal.Off():
 		return s.countSend(ctx, s.keys.allSends(), s.opts.SendsGlobal, "server-wide: the service is busy")
+	case !known && !s.opts.SendsNew.Off():
+		return s.countSend(ctx, s.keys.newSends(), s.opts.SendsNew, "server-wide for new phones: sign-ups are busy")
 	}
 	return nil
 }
@@ -294,7 +351,9 @@ func (s *Service) Login(ctx context.Context, phone, code string) (string, *ent.U
 	if len(code) != 6 || strings.Trim(code, "0123456789") != "" {
 		return "", nil, apperr.Invalid("code", "invalid code: expected 6 digits")
 	}
-	res, err := lua.LoginVerifyCode(s.keys.code(phone), code, s.opts.MaxTries, s.opts.Deployment).Run(ctx, s.rdb)
+	res, err := lua.LoginVerifyCode(lua.LoginVerifyKeys{Code: s.keys.code(phone), Guesses: s.keys.guesses(phone)}, lua.LoginVerify{
+		Code: code, MaxTries: s.opts.MaxTries, PerWindow: s.opts.WrongTriesPerDay, Window: guessWindow, Deployment: s.opts.Deployment,
+	}).Run(ctx, s.rdb)
 	if err != nil {
 		return "", nil, fmt.Errorf("auth: checking login code: %w", err)
 	}
@@ -308,42 +367,26 @@ func (s *Service) Login(ctx context.Context, phone, code string) (string, *ent.U
 		return "", nil, apperr.Invalid("code", "no valid code for this phone: request a new one")
 	case lua.CodeLocked:
 		return "", nil, apperr.Invalid("code", "too many wrong tries: request a new code")
+	case lua.CodeCapped:
+		return "", nil, apperr.Invalid("code", "too many wrong tries for this phone today: request a new code; each allows one try for now")
 	}
 	u, err := s.upsertUser(ctx, phone)
 	if err != nil {
 		return "", nil, err
 	}
-	token, err := randomToken()
+	token, err := s.startSession(ctx, u)
 	if err != nil {
 		return "", nil, err
 	}
-	sum := sha256.Sum256([]byte(token))
-	key := s.keys.session(sum)
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, key, map[string]any{
-			"id": u.ID, "phone": u.Phone, "nickname": u.Nickname, "icon": u.Icon, "role": string(u.Role),
-			deploymentField: s.opts.Deployment,
-		})
-		p.PExpire(ctx, key, s.opts.SessionTTL)
-		return nil
-	})
-	if err != nil {
-		return "", nil, fmt.Errorf("auth: storing session: %w", err)
-	}
-	// Just written with a full TTL: this process answers it from memory for SessionCache and
-	// slides it first after SlideEvery.
-	now := time.Now()
-	s.recent.Add(sum, recentSession{read: now, slid: now,
-		session: &Session{UserID: u.ID, Phone: u.Phone, Nickname: u.Nickname, Icon: u.Icon, Role: u.Role}})
 	return token, u, nil
 }
 
+// guessWindow is the window of Options.WrongTriesPerDay, fixed from the phone's first wrong try.
+const guessWindow = 24 * time.Hour
+
 // upsertUser finds or creates the user and applies the configured role.
 func (s *Service) upsertUser(ctx context.Context, phone string) (*ent.User, error) {
-	role := user.RoleUSER
-	if s.admins[phone] {
-		role = user.RoleADMIN
-	}
+	role := s.roleOf(phone)
 	for attempt := 0; attempt < 2; attempt++ {
 		u, err := s.db.User.Query().Where(user.Phone(phone)).Only(ctx)
 		switch {
@@ -367,13 +410,13 @@ func (s *Service) upsertUser(ctx context.Context, phone string) (*ent.User, erro
 	return nil, errors.New("auth: user upsert did not converge")
 }
 
-// Session is the user snapshot stored under a token.
+// Session is the user snapshot stored under a token, with the role the phone has now.
 type Session struct {
 	UserID   int
 	Phone    string
 	Nickname string
 	Icon     string
-	Role     user.Role
+	Role     user.Role // from Options.AdminPhones at the request, not from the login
 }
 
 // IsAdmin reports whether the session's user has role ADMIN.
@@ -381,7 +424,8 @@ func (s *Session) IsAdmin() bool { return s.Role == user.RoleADMIN }
 
 // Authenticate resolves a token to its session and slides the session's TTL (at most once per
 // SlideEvery). A session read from Redis less than SessionCache ago is answered from memory.
-// It returns (nil, nil) when the token is unknown or expired.
+// It returns (nil, nil) when the token is unknown, idle too long, revoked or older than
+// SessionMaxAge.
 func (s *Service) Authenticate(ctx context.Context, token string) (*Session, error) {
 	if !plausibleToken(token) {
 		return nil, nil
@@ -389,7 +433,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Session, err
 	sum := sha256.Sum256([]byte(token))
 	now := time.Now()
 	last, known := s.recent.Get(sum)
-	if known && now.Sub(last.read) < s.opts.SessionCache {
+	if known && now.Sub(last.read) < s.opts.SessionCache && now.Before(last.end) {
 		return last.session, nil
 	}
 	slide := !known || now.Sub(last.slid) >= s.opts.SlideEvery
@@ -414,7 +458,8 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Session, err
 	}
 	m := get.Val()
 	id, err := strconv.Atoi(m["id"])
-	if len(m) == 0 || err != nil {
+	created, errCreated := strconv.ParseInt(m[createdField], 10, 64)
+	if len(m) == 0 || err != nil || errCreated != nil { // no created: minted before sessions had an end
 		s.recent.Remove(sum)
 		return nil, nil
 	}
@@ -423,8 +468,18 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Session, err
 		s.refuseForeign(ctx, kindSession, "minted_by", m[deploymentField])
 		return nil, nil
 	}
-	sess := &Session{UserID: id, Phone: m["phone"], Nickname: m["nickname"], Icon: m["icon"], Role: user.Role(m["role"])}
-	entry := recentSession{session: sess, read: now, slid: last.slid}
+	// The end counts from the login with today's SessionMaxAge, so shortening it ends the
+	// sessions already older at once. (A slide just now may have renewed the key: it goes.)
+	end := time.UnixMilli(created).Add(s.opts.SessionMaxAge)
+	if !now.Before(end) {
+		s.recent.Remove(sum)
+		if err := s.endSessions(ctx, id, sum); err != nil {
+			s.opts.Logger.WarnContext(ctx, "auth: deleting a session past its lifetime", "err", err)
+		}
+		return nil, nil
+	}
+	sess := &Session{UserID: id, Phone: m["phone"], Nickname: m["nickname"], Icon: m["icon"], Role: s.roleOf(m["phone"])}
+	entry := recentSession{session: sess, read: now, slid: last.slid, end: end}
 	if slide {
 		entry.slid = now
 	}
@@ -440,12 +495,26 @@ func (s *Service) Logout(ctx context.Context, token string) (bool, error) {
 		return false, nil
 	}
 	sum := sha256.Sum256([]byte(token))
-	n, err := s.rdb.Del(ctx, s.keys.session(sum)).Result()
+	key := s.keys.session(sum)
+	var id *redis.StringCmd
+	var del *redis.IntCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		id = p.HGet(ctx, key, "id")
+		del = p.Del(ctx, key)
+		return nil
+	})
 	s.recent.Remove(sum) // also when Redis failed: the next request asks Redis
-	if err != nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return false, fmt.Errorf("auth: deleting session: %w", err)
 	}
-	return n > 0, nil
+	if uid, err := strconv.Atoi(id.Val()); err == nil {
+		// Off the user's index too; left there, it would only wait for the index's pruning.
+		// (The session is gone either way: a failure here is no reason to fail the logout.)
+		if err := s.rdb.ZRem(ctx, s.keys.sessions(uid), hex.EncodeToString(sum[:])).Err(); err != nil {
+			s.opts.Logger.WarnContext(ctx, "auth: unlisting a logged-out session", "err", err)
+		}
+	}
+	return del.Val() > 0, nil
 }
 
 // SessionTTL returns the remaining lifetime of token's session (for tests and diagnostics).
@@ -455,6 +524,9 @@ func (s *Service) SessionTTL(ctx context.Context, token string) (time.Duration, 
 
 // deploymentField names the deployment that minted a code or a session, in its hash.
 const deploymentField = "deployment"
+
+// createdField is the session's login time (Unix ms), from which SessionMaxAge counts.
+const createdField = "created"
 
 // Kinds of foreign credentials, the label of surge_auth_foreign_refused_total.
 const (
@@ -486,17 +558,21 @@ func (s *Service) refuseForeign(ctx context.Context, kind string, attrs ...any) 
 
 // Indexes of PhoneKeys.
 const (
-	phoneCode   = iota // the code hash
-	phoneGap           // the cooldown marker
-	phoneStreak        // the streak's send count
+	phoneCode    = iota // the code hash
+	phoneGap            // the cooldown marker
+	phoneStreak         // the streak's send count
+	phoneGuesses        // the wrong tries of the day
 )
 
-// PhoneKeys are the Redis keys the login flow keeps per phone: the code, the cooldown marker
-// and the streak's send count, in that order (login_send_code.lua's KEYS).
+// PhoneKeys are the Redis keys the login flow keeps per phone: the code, the cooldown marker,
+// the streak's send count (login_send_code.lua's KEYS, in that order) and the wrong tries.
 func (s *Service) PhoneKeys(phone string) []string { return s.keys.Phone(phone) }
 
 // SessionKey is the Redis key of token's session: a SHA-256 of the token, never the token.
 func (s *Service) SessionKey(token string) string { return s.keys.Session(token) }
+
+// SessionsKey is the Redis key of the user's index of sessions.
+func (s *Service) SessionsKey(userID int) string { return s.keys.sessions(userID) }
 
 // Keyspace names the login keys of one namespace, for the Service and for tools that clean up
 // after simulated users (surge bench seckill).
@@ -510,10 +586,11 @@ func KeysIn(namespace string) Keyspace {
 	return Keyspace{prefix: namespace + ":login:"}
 }
 
-// Phone returns the keys kept per phone: the code, the cooldown marker, the streak's count.
+// Phone returns the keys kept per phone: the code, the cooldown marker, the streak's count,
+// the wrong tries.
 func (k Keyspace) Phone(phone string) []string {
 	send := k.prefix + "send:{" + phone + "}:"
-	return []string{k.code(phone), send + "gap", send + "streak"}
+	return []string{k.code(phone), send + "gap", send + "streak", k.guesses(phone)}
 }
 
 // Session returns the key of token's session: a SHA-256 of the token, never the token.
@@ -523,10 +600,18 @@ func (k Keyspace) session(sum [sha256.Size]byte) string {
 	return k.prefix + "token:" + hex.EncodeToString(sum[:])
 }
 
-func (k Keyspace) code(phone string) string { return k.prefix + "code:{" + phone + "}" }
+func (k Keyspace) code(phone string) string    { return k.prefix + "code:{" + phone + "}" }
+func (k Keyspace) guesses(phone string) string { return k.prefix + "guess:{" + phone + "}" }
 
-// Send windows per client address and of the whole deployment (its namespace).
+// sessions is the user's index of sessions.
+func (k Keyspace) sessions(userID int) string {
+	return k.prefix + "sessions:{" + strconv.Itoa(userID) + "}"
+}
+
+// Send windows per client address and of the whole deployment (its namespace): for phones of
+// existing users, and for new phones.
 func (k Keyspace) allSends() string               { return k.prefix + "send:all" }
+func (k Keyspace) newSends() string               { return k.prefix + "send:new" }
 func (k Keyspace) clientSends(addr string) string { return k.prefix + "send:client:{" + addr + "}" }
 
 const tokenBytes = 32 // 256 bits of randomness

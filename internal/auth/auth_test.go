@@ -46,9 +46,15 @@ func (c *captureSender) code(phone string) string {
 	return c.codes[phone]
 }
 
-// newService builds the service on rdb (a single node or a Cluster client) and a fresh database.
+// newService builds the service on rdb (a single node or a Cluster client) and a fresh database,
+// under a namespace of its own unless opts names one: its users' ids start where every fresh
+// database's do, and their session indexes must not meet another test's.
 func newService(t *testing.T, rdb redis.UniversalClient, opts auth.Options) (*auth.Service, *captureSender, *store.DB) {
 	t.Helper()
+	if opts.Namespace == "" {
+		opts.Namespace = "auth" + testenv.Phone()
+		testenv.CleanupKeys(t, rdb, opts.Namespace+":*")
+	}
 	db, err := store.OpenMySQL(testenv.MySQL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +68,13 @@ func newService(t *testing.T, rdb redis.UniversalClient, opts auth.Options) (*au
 		opts.Sender = s
 	}
 	return auth.New(rdb, db.Ent, opts), s, db
+}
+
+// sibling is another server of svc's deployment (its namespace, deployment id and database),
+// with opts otherwise.
+func sibling(rdb redis.UniversalClient, svc *auth.Service, db *store.DB, opts auth.Options) *auth.Service {
+	opts.Namespace, opts.Deployment = svc.Options().Namespace, svc.Options().Deployment
+	return auth.New(rdb, db.Ent, opts)
 }
 
 func wrongCode(right string) string {
@@ -94,7 +107,7 @@ func testSendCodeStoresCodeWithTTLAndRateLimits(t *testing.T, rdb redis.Universa
 	if len(sender.code(phone)) != 6 {
 		t.Fatalf("sender got code %q, want 6 digits", sender.code(phone))
 	}
-	ttl := rdb.PTTL(ctx, "login:code:{"+phone+"}").Val()
+	ttl := rdb.PTTL(ctx, svc.PhoneKeys(phone)[0]).Val()
 	if ttl <= 110*time.Second || ttl > 2*time.Minute {
 		t.Fatalf("code TTL = %v, want about 2m", ttl)
 	}
@@ -158,11 +171,12 @@ func testSendRatePerClient(t *testing.T, rdb redis.UniversalClient) {
 }
 
 // The server-wide window is one key for the whole deployment: tested on a private Redis, where
-// no other test sends.
+// no other test sends. (The phones are new: SendsNew's window; TestNewPhonesHaveAWindowOfTheirOwn
+// tests SendsGlobal's.)
 func TestSendRateGlobal(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.StartRedis(t).Addr})
 	t.Cleanup(func() { rdb.Close() })
-	svc, _, _ := newService(t, rdb, auth.Options{SendsGlobal: auth.Rate{Count: 3, Window: 300 * time.Millisecond}})
+	svc, _, _ := newService(t, rdb, auth.Options{SendsNew: auth.Rate{Count: 3, Window: 300 * time.Millisecond}})
 	ctx := context.Background()
 	for i := range 3 {
 		if _, err := svc.SendCode(ctx, testenv.Phone()); err != nil {
@@ -348,7 +362,7 @@ func testLoginSessionLifecycle(t *testing.T, rdb redis.UniversalClient) {
 	}
 
 	// A second login reuses the user.
-	rdb.Del(ctx, "login:send:{"+phone+"}:gap")
+	rdb.Del(ctx, svc.PhoneKeys(phone)[1])
 	if _, err := svc.SendCode(ctx, phone); err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +418,7 @@ func testLogoutHonouredAcrossServers(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	const bound = 300 * time.Millisecond
 	a, sender, db := newService(t, rdb, auth.Options{SessionCache: bound})
-	b := auth.New(rdb, db.Ent, auth.Options{SessionCache: bound})
+	b := sibling(rdb, a, db, auth.Options{SessionCache: bound})
 	token := loginFor(t, a, sender)
 	for _, svc := range []*auth.Service{a, b} {
 		if s, err := svc.Authenticate(ctx, token); s == nil || err != nil {
@@ -463,7 +477,7 @@ func testSessionSlides(t *testing.T, rdb redis.UniversalClient) {
 	if got := ttl(); got < 29*time.Minute {
 		t.Fatalf("TTL = %v after SlideEvery: not slid", got)
 	}
-	every := auth.New(rdb, db.Ent, auth.Options{SessionCache: -1, SlideEvery: -1})
+	every := sibling(rdb, svc, db, auth.Options{SessionCache: -1, SlideEvery: -1})
 	authenticate(every)
 	rdb.PExpire(ctx, key, 10*time.Second)
 	authenticate(every)

@@ -19,29 +19,32 @@ import (
 
 func TestKeysUnderNamespace(t *testing.T) { testenv.EachRedis(t, testKeysUnderNamespace) }
 
-// Every key the login flow writes (code, cooldown, streak, send windows, session) starts with
-// "<ns>:"; nothing lands under the layout without a namespace.
+// Every key the login flow writes (code, cooldown, streak, wrong tries, send windows, session,
+// the user's sessions) starts with "<ns>:"; nothing lands under the layout without a namespace.
 func testKeysUnderNamespace(t *testing.T, rdb redis.UniversalClient) {
 	addr := "198.51.100." + testenv.Phone()[8:]
 	ctx := auth.WithClientAddress(context.Background(), addr)
 	ns := "ns" + testenv.Phone()
-	svc, sender, _ := newService(t, rdb, auth.Options{Namespace: ns,
-		SendsPerClient: auth.Rate{Count: 5, Window: time.Minute}, SendsGlobal: auth.Rate{Count: 1000, Window: time.Minute}})
-	plain, _, _ := newService(t, rdb, auth.Options{})
+	svc, sender, db := newService(t, rdb, auth.Options{Namespace: ns,
+		SendsPerClient: auth.Rate{Count: 5, Window: time.Minute}, SendsNew: auth.Rate{Count: 1000, Window: time.Minute}})
+	plain := auth.New(rdb, db.Ent, auth.Options{})
 	phone := testenv.Phone()
 	testenv.CleanupKeys(t, rdb, ns+":*")
 	if _, err := svc.SendCode(ctx, phone); err != nil {
 		t.Fatal(err)
 	}
+	if _, _, err := svc.Login(ctx, phone, wrongCode(sender.code(phone))); apperr.CodeOf(err) != apperr.BadUserInput {
+		t.Fatalf("a wrong code: %v", err)
+	}
 	// The code, before the login burns it.
 	keys := svc.PhoneKeys(phone)
-	token, _, err := svc.Login(ctx, phone, sender.code(phone))
+	token, u, err := svc.Login(ctx, phone, sender.code(phone))
 	if err != nil {
 		t.Fatal(err)
 	}
-	written := append(keys[1:], svc.SessionKey(token), ns+":login:send:client:{"+addr+"}", ns+":login:send:all")
-	if len(written) != 5 {
-		t.Fatalf("keys %v: want gap, streak, session, client and global send windows", written)
+	written := append(keys[1:], svc.SessionKey(token), svc.SessionsKey(u.ID), ns+":login:send:client:{"+addr+"}", ns+":login:send:new")
+	if len(written) != 7 {
+		t.Fatalf("keys %v: want gap, streak, wrong tries, session, the user's sessions, client and new phones' send windows", written)
 	}
 	for _, k := range append(written, keys[0]) {
 		if !strings.HasPrefix(k, ns+":login:") {
@@ -56,7 +59,7 @@ func testKeysUnderNamespace(t *testing.T, rdb redis.UniversalClient) {
 			t.Errorf("key %s has no TTL (%v)", k, ttl)
 		}
 	}
-	for _, k := range append(plain.PhoneKeys(phone), plain.SessionKey(token), "login:send:client:{"+addr+"}") {
+	for _, k := range append(plain.PhoneKeys(phone), plain.SessionKey(token), plain.SessionsKey(u.ID), "login:send:client:{"+addr+"}") {
 		if strings.HasPrefix(k, ns) {
 			t.Fatalf("a service without namespace uses key %s", k)
 		}
@@ -74,7 +77,7 @@ func TestSendLimitsPerNamespace(t *testing.T) { testenv.EachRedis(t, testSendLim
 // The server-wide send window is per namespace: one deployment's sends do not use up another's.
 func testSendLimitsPerNamespace(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
-	limit := auth.Options{SendsGlobal: auth.Rate{Count: 2, Window: time.Minute}}
+	limit := auth.Options{SendsNew: auth.Rate{Count: 2, Window: time.Minute}} // the phones are new
 	a, b := limit, limit
 	a.Namespace, b.Namespace = "a"+testenv.Phone(), "b"+testenv.Phone()
 	testenv.CleanupKeys(t, rdb, a.Namespace+":*")
