@@ -22,3 +22,14 @@ func SetBeforeWarmCommitHook(hook func()) (restore func()) {
 	testHookBeforeWarmCommit = hook
 	return func() { testHookBeforeWarmCommit = nil }
 }
+
+// ToldRemembered is how many orders s remembers as told and not yet known written (told.go).
+func ToldRemembered(s *Service) int {
+	s.told.mu.Lock()
+	defer s.told.mu.Unlock()
+	n := 0
+	for _, v := range s.told.vouchers {
+		n += len(v.orders)
+	}
+	return n
+}

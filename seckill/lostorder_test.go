@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/internal/testenv"
 	"github.com/surgekit/surge/seckill"
 )
 
@@ -149,4 +150,24 @@ func testToldTwiceAfterFlush(t *testing.T, persisted, closeFirst bool) {
 			t.Fatalf("reconcile lists %d LOST orders (%v), want %d", r[0].DBLost, err, each)
 		}
 	}
+}
+
+// The orders a server told are remembered only until they are written: the memory held is the
+// backlog plus a few seconds, and nothing once the consumer has caught up.
+func TestToldOrdersAreForgottenOnceWritten(t *testing.T) {
+	e := newEnv(t, testenv.Redis(t))
+	s := e.service(seckill.Options{})
+	v := e.onSale(s, 100)
+	l := &ledger{}
+	grabAll(t, s, v, e.users(80), l)
+	if n := seckill.ToldRemembered(s); n != 80 {
+		t.Fatalf("%d orders remembered after 80 admissions, want 80", n)
+	}
+	time.Sleep(3 * time.Second) // no consumer: still unwritten, still remembered
+	if n := seckill.ToldRemembered(s); n != 80 {
+		t.Fatalf("%d orders remembered while unwritten, want 80", n)
+	}
+	e.consume(s)
+	e.drained(v, 20*time.Second)
+	e.waitFor("the written orders forgotten", 10*time.Second, func() bool { return seckill.ToldRemembered(s) == 0 })
 }

@@ -108,8 +108,11 @@ func (t *told) sweep(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err := t.check(ctx, id); err != nil && ctx.Err() == nil {
-			t.log.Warn("checking the orders told for losses (retried in a second)", "voucher", id, "err", err)
+		if err := t.check(ctx, id); err != nil {
+			if ctx.Err() == nil {
+				t.log.Warn("checking the orders told for losses (retried in a second)", "voucher", id, "err", err)
+			}
+			return // Redis or the database is failing: the others would wait for it in turn
 		}
 	}
 }
