@@ -124,6 +124,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	}
 	srv.Use(depthLimit{Max: opts.MaxDepth})
 	srv.Use(extension.FixedComplexityLimit(opts.MaxComplexity))
+	srv.Use(&fullReads{max: opts.MaxComplexity}) // adds to the complexity just computed
 	srv.Use(subscriptionsOverWebsocket{})
 	srv.Use(sideEffectLimit{})
 	srv.Use(batchLimits{maxComplexity: opts.MaxComplexity})                 // after the per-operation limits
