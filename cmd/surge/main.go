@@ -140,15 +140,21 @@ func serve(args []string, log *slog.Logger) error {
 	fmt.Printf("surge: API at %s\n", baseURL(servers[0].ln.Addr()))
 	fmt.Printf("surge: playground at %s\n", baseURL(servers[len(servers)-1].ln.Addr()))
 
+	// A server whose namespace another deployment took over has stopped serving (the App
+	// logged why); it drains and exits with an error, and a restart refuses to start until
+	// its configuration is fixed.
+	var halted error
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	case <-a.NamespaceLost():
+		halted = a.NamespaceErr()
 	}
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
-	var errs []error
+	errs := []error{halted}
 	for _, s := range servers {
 		errs = append(errs, s.srv.Shutdown(sctx))
 	}

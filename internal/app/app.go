@@ -49,11 +49,13 @@ type App struct {
 	// sessions and login codes of another deployment are refused.
 	Deployment string
 
-	tracing    *telemetry.Tracing // nil: tracing off
-	streams    redis.UniversalClient
-	redisAddrs []string
-	closers    []func() error
-	once       sync.Once
+	namespace    *namespaceGuard    // nil for Connect's tools
+	stopConsumer func()             // stops the order consumer at once (idempotent); nil without one
+	tracing      *telemetry.Tracing // nil: tracing off
+	streams      redis.UniversalClient
+	redisAddrs   []string
+	closers      []func() error
+	once         sync.Once
 }
 
 // Options lets callers (tests, tools) replace parts of the wiring.
@@ -124,6 +126,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		StockThrottle: throttle, Logger: a.Log, Registerer: registry, OnError: gql.SubscriptionFailed,
 	})
 	a.closers = append(a.closers, func() error { a.Live.Close(); return nil })
+	a.guardNamespace(registry)
 	a.registerPoolStats(registry)
 	persisted, err := a.persistedQueries(registry)
 	if err != nil {
@@ -147,9 +150,11 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		Logger:                 a.Log,
 		Registry:               registry,
 		Health: map[string]func(context.Context) error{
-			"redis":    func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() },
-			"database": a.DB.Ping,
+			"redis":     func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() },
+			"database":  a.DB.Ping,
+			"namespace": func(context.Context) error { return a.NamespaceErr() },
 		},
+		Halted:        func() bool { return a.NamespaceErr() != nil },
 		Observability: server.Observability{AccessLog: cfg.AccessLog, Tracer: a.tracerProvider(), AdminSeparate: cfg.AdminAddr != ""},
 	})
 	a.Handler, a.AdminHandler = handlers.Public, handlers.Admin
@@ -179,12 +184,21 @@ func (a *App) persistedQueries(registry prometheus.Registerer) (server.Persisted
 // Connect opens only what command-line tools need: Redis and the database of cfg, which must
 // both be real services (the embedded default keeps nothing a tool could inspect). It neither
 // migrates nor seeds, warms no voucher, starts no consumer and builds no handler; App.Redis
-// and App.DB are set. Close releases them.
-func Connect(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
+// and App.DB are set. Close releases them. A namespace bound to another deployment's database
+// is refused (NamespaceTakenError), as New refuses it.
+func Connect(ctx context.Context, cfg Config, opts Options) (*App, error) {
 	if len(cfg.RedisAddrs) == 0 || cfg.MySQLDSN == "" {
 		return nil, errors.New("needs real services: set SURGE_REDIS_ADDRS and SURGE_MYSQL_DSN (or -redis-addrs and -mysql-dsn); the embedded default starts empty every time")
 	}
-	return open(ctx, cfg, opts, false)
+	a, err := open(ctx, cfg, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.checkNamespace(ctx); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
 }
 
 // open connects Redis and the database (migrating them when asked); on an error it closes
@@ -227,29 +241,6 @@ func (a *App) SeckillOptions() seckill.Options {
 	}
 }
 
-// deploymentKey names the deployment that writes under the namespace.
-const deploymentKey = "deployment"
-
-// claimNamespace records this deployment under its namespace, or finds another's there: two
-// deployments (two databases) under one namespace share caches, sale state, locks and ids,
-// which nothing can make safe; only their sessions and codes stay apart. That is logged at
-// ERROR at every start until one of them moves.
-func (a *App) claimNamespace(ctx context.Context) error {
-	key := a.Config.Namespace + ":" + deploymentKey
-	if err := a.Redis.SetNX(ctx, key, a.Deployment, 0).Err(); err != nil {
-		return fmt.Errorf("recording the deployment in Redis: %w", err)
-	}
-	owner, err := a.Redis.Get(ctx, key).Result()
-	if err != nil {
-		return fmt.Errorf("reading the namespace's deployment: %w", err)
-	}
-	if owner != a.Deployment {
-		a.Log.Error("another deployment (another database) uses this namespace: caches, flash-sale state, locks and ids collide; give each deployment its own SURGE_NAMESPACE (if the other is gone for good, delete the key)",
-			"namespace", a.Config.Namespace, "key", key, "deployment", a.Deployment, "other", owner)
-	}
-	return nil
-}
-
 // startSeckill creates the seckill service, warms the vouchers on sale and starts the order
 // stream consumer, whose blocking reads get a connection pool of their own.
 func (a *App) startSeckill(ctx context.Context, registry prometheus.Registerer) error {
@@ -281,7 +272,8 @@ func (a *App) startSeckill(ctx context.Context, registry prometheus.Registerer) 
 		}()
 		// Closing the stream client ends the readers' blocking reads at once, which a context
 		// cancellation does not.
-		a.closers = append(a.closers, func() error { stop(); _ = streams.Close(); <-done; return nil })
+		a.stopConsumer = sync.OnceFunc(func() { stop(); _ = streams.Close(); <-done })
+		a.closers = append(a.closers, func() error { a.stopConsumer(); return nil })
 	} else {
 		a.closers = append(a.closers, streams.Close)
 	}

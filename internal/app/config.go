@@ -82,6 +82,16 @@ type Config struct {
 	// <ns>:lock:…, <ns>:id:…), so that deployments can share one Redis. Every server of one
 	// deployment uses the same; no braces or spaces, no colon at either end.
 	Namespace string
+	// TakeOverNamespace is SURGE_TAKE_OVER_NAMESPACE, -take-over-namespace: the id of the
+	// deployment (database) the namespace is bound to, when this server is to take the
+	// namespace over from it for good (its keys are deleted). Without it, a server whose
+	// database is not the namespace's refuses to start.
+	TakeOverNamespace string
+	// NamespaceCheckInterval is SURGE_NAMESPACE_CHECK_INTERVAL, -namespace-check-interval
+	// (5s): how often a running server checks that its namespace is still bound to its
+	// database, binding it again after Redis lost it, and stopping once another deployment
+	// holds it.
+	NamespaceCheckInterval time.Duration
 	// Warnings are configuration problems that do not stop the server (deprecated variables);
 	// the server logs them at start.
 	Warnings []string
@@ -193,6 +203,8 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	wsConns := fs.Int("ws-max-connections-per-ip", ev.int("SURGE_WS_MAX_CONNECTIONS_PER_IP", 50), "WebSocket connections one client address may hold open (SURGE_WS_MAX_CONNECTIONS_PER_IP)")
 	readTimeout := fs.Duration("read-timeout", ev.duration("SURGE_READ_TIMEOUT", 10*time.Second), "how long a client may take to send one request (SURGE_READ_TIMEOUT)")
 	namespace := fs.String("namespace", env("SURGE_NAMESPACE", ""), `start of every Redis key, so deployments can share one Redis (SURGE_NAMESPACE; default "surge")`)
+	takeOver := fs.String("take-over-namespace", env("SURGE_TAKE_OVER_NAMESPACE", ""), "the deployment id the namespace is bound to, to take the namespace over from it for good, deleting its keys (SURGE_TAKE_OVER_NAMESPACE)")
+	namespaceCheck := fs.Duration("namespace-check-interval", ev.duration("SURGE_NAMESPACE_CHECK_INTERVAL", 5*time.Second), "how often a running server checks that its namespace is still bound to its database (SURGE_NAMESPACE_CHECK_INTERVAL)")
 	corsOrigins := fs.String("cors-origins", env("SURGE_CORS_ORIGINS", ""), `browser origins that may call the API besides its own, comma-separated: "https://app.example.com", "https://*.example.com" or "*" (SURGE_CORS_ORIGINS; dev default http://localhost:*,http://127.0.0.1:*)`)
 	corsCredentials := fs.String("cors-credentials", env("SURGE_CORS_CREDENTIALS", ""), "allow cross-origin requests with credentials (cookies): true/false; not with the origin * (SURGE_CORS_CREDENTIALS; default false)")
 	corsMaxAge := fs.Duration("cors-max-age", ev.duration("SURGE_CORS_MAX_AGE", 10*time.Minute), "how long browsers may cache a CORS preflight (SURGE_CORS_MAX_AGE)")
@@ -235,7 +247,8 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			WSMaxSubscriptions: *wsSubs, WSMaxConnectionsPerIP: *wsConns,
 			CORSOrigins: commalist.Split(*corsOrigins), CORSMaxAge: *corsMaxAge,
 			APQTTL: *apqTTL, APQMaxBytes: *apqMaxBytes, TrustedDocuments: strings.TrimSpace(*trusted),
-			BatchMax: *batchMax,
+			BatchMax:          *batchMax,
+			TakeOverNamespace: strings.TrimSpace(*takeOver), NamespaceCheckInterval: *namespaceCheck,
 		}
 		if err := observability(&c); err != nil {
 			return Config{}, err
@@ -311,6 +324,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		c.Namespace, c.Warnings = namespaceOf(*namespace, getenv)
 		if err := validNamespace(c.Namespace); err != nil {
 			return Config{}, err
+		}
+		if c.NamespaceCheckInterval <= 0 {
+			return Config{}, fmt.Errorf("%s: %v must be positive", setting("namespace-check-interval"), c.NamespaceCheckInterval)
 		}
 		if c.MaxComplexity <= 0 || c.MaxDepth <= 0 || c.MaxTokens <= 0 || c.MaxNesting <= 0 || c.MaxFields <= 0 {
 			return Config{}, fmt.Errorf("max-complexity, max-depth, max-tokens, max-nesting and max-fields must be positive")

@@ -15,6 +15,7 @@ import (
 	"github.com/surgekit/surge/ent"
 	"github.com/surgekit/surge/internal/apperr"
 	"github.com/surgekit/surge/internal/catalog"
+	"github.com/surgekit/surge/internal/store"
 )
 
 const internalMessage = "internal error"
@@ -35,7 +36,7 @@ func classifyResolverErrors(log *slog.Logger) graphql.FieldMiddleware {
 			return res, err
 		}
 		switch {
-		case deadlinePassed(ctx):
+		case deadlinePassed(ctx) || store.IsStatementTimeout(err): // the server's count of the same deadline
 			log.WarnContext(ctx, "request deadline passed", "path", graphql.GetFieldContext(ctx).Path().String(), "err", err)
 			return res, apperr.New(CodeTimeout, "the request ran past its deadline")
 		case ent.IsNotFound(err):

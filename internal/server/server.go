@@ -55,6 +55,10 @@ type Options struct {
 	// Health checks each dependency; /readyz (and /healthz) answers 200 only when all return
 	// nil.
 	Health map[string]healthCheck
+	// Halted, when it returns true, makes /query answer every request 503 UNAVAILABLE: the
+	// server has stopped serving (its namespace went to another deployment) and is about to
+	// exit. Health should say so too.
+	Halted func() bool
 	// Persisted configures operations sent by id: automatic persisted queries (Apollo) and
 	// trusted documents.
 	Persisted PersistedQueries
@@ -127,6 +131,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	}
 	srv.Use(depthLimit{Max: opts.MaxDepth})
 	srv.Use(extension.FixedComplexityLimit(opts.MaxComplexity))
+	srv.Use(&fullReads{max: opts.MaxComplexity}) // adds to the complexity just computed
 	srv.Use(subscriptionsOverWebsocket{})
 	srv.Use(sideEffectLimit{})
 	srv.Use(batchLimits{maxComplexity: opts.MaxComplexity})                 // after the per-operation limits

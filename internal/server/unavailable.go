@@ -30,6 +30,7 @@ const (
 // Messages of UNAVAILABLE errors; they say what the client should do.
 const (
 	unavailableMessage  = "a data store is unavailable: retry in a moment"
+	haltedMessage       = "this server has stopped serving: retry in a moment"
 	sessionStoreMessage = "the session store is unavailable: retry in a moment"
 )
 
@@ -58,6 +59,7 @@ func unavailable(err error) bool {
 
 // withRequestContext prepares each request's context in one step (one copy of the request
 // rather than one per layer):
+//   - a halted server (Options.Halted) answers 503 UNAVAILABLE to everything;
 //   - the client's address (clientAddress), for the limits per client;
 //   - a WebSocket upgrade from an address that holds opts.WebsocketConnections connections
 //     already is refused (429); the slot is given back when the connection ends, after this
@@ -72,6 +74,10 @@ func unavailable(err error) bool {
 func withRequestContext(next http.Handler, a *auth.Service, log *slog.Logger, opts *Options) http.Handler {
 	conns := &clientConnections{open: map[string]int{}, max: opts.WebsocketConnections}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if opts.Halted != nil && opts.Halted() {
+			writeUnavailable(w, r, haltedMessage)
+			return
+		}
 		addr := clientAddress(r, opts.TrustedProxyHeader)
 		ctx := auth.WithClientAddress(r.Context(), addr)
 		if isUpgrade(r) {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -25,10 +26,18 @@ type DB struct {
 	Ent     *ent.Client
 	SQL     *sql.DB
 	Dialect string
+
+	bounded *boundedConnector // MySQL: statements' time limits and kills
 }
 
 // Close closes the pool.
-func (d *DB) Close() error { return d.Ent.Close() }
+func (d *DB) Close() error {
+	err := d.Ent.Close()
+	if d.bounded != nil {
+		err = errors.Join(err, d.bounded.Close())
+	}
+	return err
+}
 
 // Ping checks the database answers.
 func (d *DB) Ping(ctx context.Context) error { return d.SQL.PingContext(ctx) }
@@ -67,7 +76,10 @@ func OpenSQLite(path string, open ...Opener) (*DB, error) {
 }
 
 // OpenMySQL opens a MySQL/MariaDB pool. parseTime, UTC and utf8mb4 are forced so that
-// times and text round-trip whatever the DSN says.
+// times and text round-trip whatever the DSN says. A statement run under a context deadline
+// carries it as the server's time limit, and one whose context is cancelled while it runs is
+// killed on the server (statements.go); stopping those takes one more connection, opened when
+// needed.
 func OpenMySQL(dsn string, open ...Opener) (*DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -82,10 +94,12 @@ func OpenMySQL(dsn string, open ...Opener) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: MySQL connector: %w", err)
 	}
-	db := opener(open)(conn)
+	bounded := newBoundedConnector(conn)
+	db := opener(open)(bounded)
 	db.SetConnMaxLifetime(30 * time.Minute)
 	db.SetConnMaxIdleTime(connMaxIdleTime)
 	d := wrap(db, dialect.MySQL)
+	d.bounded = bounded
 	d.SetMaxConns(DefaultMaxConns)
 	return d, nil
 }

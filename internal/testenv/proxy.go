@@ -1,22 +1,24 @@
 package testenv
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
 )
 
 // Proxy forwards TCP connections to a real service and can cut them: a network partition
-// between a client and a real server, without stopping the server other tests share.
+// between a client and a real server, without stopping the server other tests share. It can
+// also freeze them: nothing goes through either way, not even a close, until Thaw (a
+// network that drops everything, as seen by the server).
 type Proxy struct {
 	Addr   string // where clients connect
 	target string
 
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]bool
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]bool
+	wg     sync.WaitGroup
+	thawed chan struct{} // closed while traffic flows; a fresh one while frozen
 }
 
 // NewProxy starts a proxy to target on a free loopback port; it stops at cleanup.
@@ -26,9 +28,10 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{Addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}}
+	p := &Proxy{Addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}, thawed: make(chan struct{})}
+	close(p.thawed)
 	p.serve(ln)
-	t.Cleanup(func() { p.Cut(); p.wg.Wait() })
+	t.Cleanup(func() { p.Thaw(); p.Cut(); p.wg.Wait() })
 	return p
 }
 
@@ -76,9 +79,51 @@ func (p *Proxy) track(c ...net.Conn) bool {
 
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.waitThawed() // a frozen proxy holds what it read, and the close too
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
+}
+
+func (p *Proxy) waitThawed() {
+	p.mu.Lock()
+	thawed := p.thawed
+	p.mu.Unlock()
+	<-thawed
+}
+
+// Freeze stops all traffic through the proxy, both ways, closes included, until Thaw; new
+// connections are accepted but get nothing through either.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.thawed:
+		p.thawed = make(chan struct{})
+	default: // frozen already
+	}
+}
+
+// Thaw lets the traffic held by Freeze through.
+func (p *Proxy) Thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.thawed:
+	default:
+		close(p.thawed)
+	}
 }
 
 // Cut closes every connection and refuses new ones (connection refused) until Restore.
