@@ -349,3 +349,40 @@ func TestFenceOnFrozenRedisHonoursDeadline(t *testing.T) {
 		t.Fatalf("%d ids repeated", n)
 	}
 }
+
+// Fence records a fence at once after a loss, though a segment generator still holds a block
+// reserved before it: LatestFence then lies after every id issued before the loss.
+func TestFenceAfterLossRecordsAtOnce(t *testing.T) {
+	epochs := newEpochs(t, epochStores[0].open(t))
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	g, err := idgen.NewSegment(rdb, "order", idgen.WithEpochStore(epochs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ids := draw(t, g, 10)
+	before, err := g.LatestFence(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	flush(t, srv)
+	if err := g.Fence(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after, err := g.LatestFence(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, _ := idgen.Decompose(ids[len(ids)-1])
+	if !after.After(before) || !last.Before(after) {
+		t.Fatalf("fence before the loss %v, after Fence %v; last id's second %v: want a later fence past it", before, after, last)
+	}
+	if err := g.Fence(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := g.LatestFence(context.Background()); !again.Equal(after) {
+		t.Fatalf("a second Fence without a loss moved the fence from %v to %v", after, again)
+	}
+}

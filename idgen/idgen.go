@@ -283,6 +283,27 @@ func (g *Generator) Raise(ctx context.Context, id int64) error {
 	return nil
 }
 
+// Fence checks the counter of the clock's current day, reserving nothing: if it may have lost
+// counts (no key, another Redis process), it is fenced now (through the epoch store, if any),
+// rather than at the first reservation after the loss, which a segment generator still using
+// a block reserved before it may make only seconds later. Call it after a known loss (a
+// rebuild of state Redis lost), so that LatestFence tells the ids issued before it at once.
+func (g *Generator) Fence(ctx context.Context) error {
+	if g.closed.Load() {
+		return ErrClosed
+	}
+	_, sec, err := g.second()
+	if err != nil {
+		return err
+	}
+	r, err := g.reserve(ctx, g.dayOf(sec), 0, 0)
+	if err != nil {
+		return err
+	}
+	g.raise(r.since)
+	return nil
+}
+
 // Fenced reports how many of this generator's reservations found a possible loss of the
 // counter (no key, another Redis process, a counter below a known number) and fenced it.
 func (g *Generator) Fenced() int64 { return g.fenced.Load() }

@@ -236,8 +236,13 @@ func (r *recovery) settleStanding(ctx context.Context, voucherID int, orders []o
 
 // raiseIDs tells the order id generator the largest order id known to be issued: in the
 // database (its orders, and the ids users were told that lead elsewhere) or queued (atLeast).
-// If Redis lost counts, the counter is raised and fenced above it (idgen.Generator.Raise).
+// If Redis lost counts, the counter is raised and fenced above it (idgen.Generator.Raise), and
+// today's counter is fenced too (Fence): the ids told before the loss then lie before the
+// latest durable fence at once, which Order's answer for a lost order relies on (status.go).
 func (r *recovery) raiseIDs(ctx context.Context, atLeast int64) error {
+	if err := r.ids.Fence(ctx); err != nil {
+		return fmt.Errorf("seckill: fencing the order id counter: %w", err)
+	}
 	dbMax, err := r.store.maxOrderID(ctx)
 	if err != nil {
 		return fmt.Errorf("seckill: reading the largest order id: %w", err)
