@@ -193,6 +193,12 @@ func (t *told) recordLost(ctx context.Context, voucherID int, suspects []order) 
 	if len(missing) == 0 {
 		return nil
 	}
+	// After a rebuild the buyers hold every order of the stream; one removed by hand (or by a
+	// bug) must still not be taken for lost while its entry waits: look in the stream too.
+	missing, err := t.notQueued(ctx, voucherID, missing)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
 	lost, err := t.store.recordToldLost(ctx, voucherID, missing)
 	if err != nil {
 		return fmt.Errorf("recording lost orders: %w", err)
@@ -204,4 +210,55 @@ func (t *told) recordLost(ctx context.Context, voucherID int, suspects []order) 
 		t.emit(o, voucherID)
 	}
 	return nil
+}
+
+// notQueued keeps the orders whose entry is not in the voucher's stream: it reads the entries
+// added in the orders' time span (stream ids are Redis's clock at XADD; toldSlack either side
+// for the clocks), in pages.
+func (t *told) notQueued(ctx context.Context, voucherID int, orders []order) ([]order, error) {
+	from, to := orders[0].at, orders[0].at
+	for _, o := range orders {
+		from, to = minTime(from, o.at), maxTime(to, o.at)
+	}
+	start := strconv.FormatInt(from.Add(-toldSlack).UnixMilli(), 10)
+	end := strconv.FormatInt(to.Add(toldSlack).UnixMilli(), 10)
+	queued := map[int64]bool{}
+	for {
+		msgs, err := bounded(ctx, t.rdb, func(ctx context.Context) ([]redis.XMessage, error) {
+			return t.rdb.XRangeN(ctx, t.keys.sale(voucherID).Orders, start, end, toldPage).Result()
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reading the queue: %w", err)
+		}
+		for _, m := range msgs {
+			if o, err := parseEntry(m); err == nil {
+				queued[o.id] = true
+			}
+		}
+		if len(msgs) < toldPage {
+			break
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+	keep := orders[:0:0]
+	for _, o := range orders {
+		if !queued[o.id] {
+			keep = append(keep, o)
+		}
+	}
+	return keep, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
