@@ -119,9 +119,9 @@ func BenchmarkHTTPFloor(b *testing.B) {
 func BenchmarkHTTPFloorRedis(b *testing.B) {
 	ctx := context.Background()
 	rdb := floor.Client([]string{testenv.RedisAddr()}, "", 0)
-	defer rdb.Close()
+	b.Cleanup(func() { _ = rdb.Close() })
 	ns := "benchfloor" + testenv.Phone()
-	testenv.CleanupKeys(b, rdb, ns+":*") // if Close below did not run (a crash)
+	testenv.CleanupKeys(b, rdb, ns+":*") // if Close below did not run (runs before rdb.Close)
 	g, err := floor.NewGrab(ctx, rdb, floor.GrabOptions{Namespace: ns})
 	if err != nil {
 		b.Fatal(err)

@@ -31,9 +31,9 @@ func post(t *testing.T, url, token string) (int, string) {
 func TestGrab(t *testing.T) {
 	ctx := context.Background()
 	rdb := floor.Client([]string{testenv.RedisAddr()}, "", 0)
-	defer rdb.Close()
+	t.Cleanup(func() { _ = rdb.Close() })
 	ns := "floortest" + testenv.Phone()
-	testenv.CleanupKeys(t, rdb, ns+":*")
+	testenv.CleanupKeys(t, rdb, ns+":*") // runs before rdb.Close
 	g, err := floor.NewGrab(ctx, rdb, floor.GrabOptions{Namespace: ns, Stock: 1})
 	if err != nil {
 		t.Fatal(err)
