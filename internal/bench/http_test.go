@@ -1,0 +1,249 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/surgekit/surge/internal/auth"
+	"github.com/surgekit/surge/internal/bench"
+	"github.com/surgekit/surge/internal/testenv"
+)
+
+// The stall every schedule test meets: the server answers nothing between stallAfter and
+// stallAfter+stallFor after its first request (a GC pause, a frozen Redis), then everything.
+const (
+	stallAfter = 300 * time.Millisecond
+	stallFor   = 500 * time.Millisecond
+)
+
+// stallServer answers 200 at once, except that requests arriving during the stall are held
+// until it ends.
+func stallServer(t *testing.T) *httptest.Server {
+	var once sync.Once
+	var from, until time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		once.Do(func() { from = now.Add(stallAfter); until = from.Add(stallFor) })
+		if now.After(from) && now.Before(until) {
+			time.Sleep(until.Sub(now))
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// getter is a shooter that GETs url: "admitted" for a 200, an error kind otherwise.
+func getter(url string) func(ctx context.Context, i int) string {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000}}
+	return func(ctx context.Context, _ int) string {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return "transport"
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return "http"
+		}
+		return "admitted"
+	}
+}
+
+// The open loop keeps its schedule through a 500 ms stall and measures each request from when
+// it was due: every request due during the stall carries the rest of the stall, so p99 and max
+// show it. A closed loop against the same stall sends one request per worker into it and waits:
+// its max sees the stall, its p99 does not (coordinated omission).
+func TestOpenLoopShowsStall(t *testing.T) {
+	ctx := context.Background()
+	open := bench.OpenLoop(ctx, 1000, 0, 1500*time.Millisecond, 1000, getter(stallServer(t).URL))
+	t.Logf("open loop: %d sent, no slot %d, p50 %v p99 %v max %v", len(open.Shots), open.NoSlot, open.P50, open.P99, open.Max)
+	if open.Scheduled != 1500 || len(open.Shots) != 1500 || open.NotSent != 0 {
+		t.Fatalf("scheduled %d, sent %d, not sent %d: want all 1500 sent", open.Scheduled, len(open.Shots), open.NotSent)
+	}
+	slow := 0
+	end := stallAfter + stallFor
+	for _, s := range open.Shots {
+		if s.Class != "admitted" {
+			t.Fatalf("request due at %v: %s", s.Due, s.Class)
+		}
+		if s.Latency >= 100*time.Millisecond {
+			slow++
+		}
+		// Due well inside the stall (its start may lag the loop's start by the first
+		// request's trip: 100 ms of slack): answered at its end at the earliest.
+		if s.Due >= stallAfter+100*time.Millisecond && s.Due <= end-50*time.Millisecond && s.Latency < end-s.Due-5*time.Millisecond {
+			t.Errorf("request due at %v during the stall: latency %v, want ≥ %v (the rest of the stall)", s.Due, s.Latency, end-s.Due)
+		}
+	}
+	// ≈ 400 requests are due in the stall's first 400 ms, each waiting ≥ 100 ms.
+	if slow < 300 || open.P99 < 400*time.Millisecond || open.Max < 450*time.Millisecond {
+		t.Errorf("open loop: %d requests ≥ 100 ms, p99 %v, max %v: want ≥ 300, ≥ 400 ms, ≥ 450 ms", slow, open.P99, open.Max)
+	}
+
+	closed := bench.OpenLoop(ctx, 0, 2, 2*time.Second, 0, getter(stallServer(t).URL))
+	slow = 0
+	for _, s := range closed.Shots {
+		if s.Latency >= 100*time.Millisecond {
+			slow++
+		}
+	}
+	t.Logf("closed loop, 2 workers: %d sent, p50 %v p99 %v max %v", len(closed.Shots), closed.P50, closed.P99, closed.Max)
+	if closed.Max < 450*time.Millisecond || slow > 2 || closed.P99 >= 100*time.Millisecond {
+		t.Errorf("closed loop: max %v, %d requests ≥ 100 ms, p99 %v: want the stall in max only (≤ 2 slow, p99 < 100 ms)", closed.Max, slow, closed.P99)
+	}
+}
+
+// With few requests allowed in flight the stall fills them all: the requests due meanwhile
+// find no free slot, go out late when the stall ends, and are counted so, yet their latency
+// still counts from when they were due. The bound is never exceeded.
+func TestOpenLoopInFlightBound(t *testing.T) {
+	run := bench.OpenLoop(context.Background(), 1000, 0, 1500*time.Millisecond, 20, getter(stallServer(t).URL))
+	late := 0
+	for _, s := range run.Shots {
+		if s.Lag > time.Millisecond {
+			late++
+		}
+	}
+	t.Logf("bound 20: %d sent, no slot %d, late %d, most in flight %d, p99 %v max %v", len(run.Shots), run.NoSlot, late, run.MostInFlight, run.P99, run.Max)
+	if len(run.Shots) != 1500 || run.NotSent != 0 {
+		t.Errorf("sent %d, not sent %d: want all 1500 sent, late", len(run.Shots), run.NotSent)
+	}
+	if run.MostInFlight > 20 {
+		t.Errorf("%d in flight at once, bound 20", run.MostInFlight)
+	}
+	if run.NoSlot < 300 || late < 300 {
+		t.Errorf("no slot %d, late %d: want ≥ 300 each (≈ 480 due while the 20 slots were stalled)", run.NoSlot, late)
+	}
+	if run.P99 < 400*time.Millisecond || run.Max < 450*time.Millisecond {
+		t.Errorf("p99 %v, max %v: the wait for a slot must count (≥ 400 ms, ≥ 450 ms)", run.P99, run.Max)
+	}
+}
+
+// The command against a real server (app.New's handler on real Redis and MariaDB, dev mode)
+// and the two floors on the same Redis, a two-rate sweep: every target gets every request it
+// was due, at the rate offered (±20 %), each user admitted once and then told
+// ALREADY_PURCHASED, no errors; ratios to floor2, the sweep's verdict and the SVG are there;
+// the floors' keys and the users' login keys are gone afterwards.
+func TestHTTPBench(t *testing.T) {
+	clearSurgeEnv(t)
+	rdb := testenv.Redis(t)
+	dsn, pfx, admin := testenv.MySQL(t), namespace(t, rdb), testenv.Phone()
+	a := devApp(t, []string{testenv.RedisAddr()}, dsn, pfx, admin)
+	srv := httptest.NewServer(a.Handler)
+	t.Cleanup(srv.Close)
+	svg := filepath.Join(t.TempDir(), "curve.svg")
+	const users = 100
+	err, res, _ := runErr(t, "http", "-target", srv.URL, "-floors", "-redis-addrs", testenv.RedisAddr(), "-namespace", pfx,
+		"-admin-phone", admin, "-users", fmt.Sprint(users), "-rates", "100,300", "-duration", "1500ms", "-max-in-flight", "200",
+		"-p99-max", "5000", "-svg", svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := res["targets"].([]any)
+	if len(targets) != 3 {
+		t.Fatalf("%d targets, want floor0, floor2 and the server", len(targets))
+	}
+	for i, want := range []string{"floor0", "floor2", srv.URL + "/query"} {
+		tg := targets[i].(map[string]any)
+		if tg["name"] != want {
+			t.Fatalf("target %d is %v, want %s", i, tg["name"], want)
+		}
+		var admitted, total float64
+		for j, s := range tg["steps"].([]any) {
+			st := s.(map[string]any)
+			rate := []float64{100, 300}[j]
+			sent := num(t, st, "sent")
+			if num(t, st, "rate") != rate || num(t, st, "scheduled") != rate*1.5 || sent != rate*1.5 || num(t, st, "not_sent") != 0 {
+				t.Errorf("%s at %v/s: %v", want, rate, st)
+			}
+			// The schedule held: requests went out at the rate offered. Answers per second
+			// (to the last answer) only roughly: one slow last answer on a busy machine
+			// stretches the step.
+			if sr := num(t, st, "sent_rps"); sr < 0.8*rate || sr > 1.2*rate {
+				t.Errorf("%s at %v/s: sent at %v/s, want within 20 %%", want, rate, sr)
+			}
+			if thr := num(t, st, "throughput_rps"); thr < 0.5*rate || thr > 1.2*rate {
+				t.Errorf("%s at %v/s: %v answers/s, want 0.5-1.2× the rate", want, rate, thr)
+			}
+			lat := sub(t, st, "latency_ms")
+			if num(t, lat, "p50") <= 0 || num(t, lat, "p99") < num(t, lat, "p50") || num(t, lat, "max") < num(t, lat, "p99_9") || num(t, lat, "n") != sent {
+				t.Errorf("%s at %v/s: latency %v", want, rate, lat)
+			}
+			if errs := sub(t, st, "errors"); len(errs) != 0 {
+				t.Errorf("%s at %v/s: errors %v", want, rate, errs)
+			}
+			oc := sub(t, st, "outcomes")
+			sum := 0.0
+			for _, v := range oc {
+				sum += v.(float64)
+			}
+			if sum != sent {
+				t.Errorf("%s at %v/s: outcomes %v sum to %v, sent %v", want, rate, oc, sum, sent)
+			}
+			if a, ok := oc["admitted"].(float64); ok {
+				admitted += a
+			}
+			total += sent
+			if i == 2 && st["p99_vs_floor2"] == nil {
+				t.Errorf("%s at %v/s: no p99 ratio to floor2", want, rate)
+			}
+		}
+		wantAdmitted := float64(users) // each user once; stock = users
+		if want == "floor0" {
+			wantAdmitted = total // a fixed answer
+		}
+		if admitted != wantAdmitted {
+			t.Errorf("%s: %v admitted, want %v", want, admitted, wantAdmitted)
+		}
+		if num(t, tg, "max_rate_p99_ok") != 300 {
+			t.Errorf("%s: max_rate_p99_ok %v, want 300 (p99 bound 5 s)", want, tg["max_rate_p99_ok"])
+		}
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil || !bytes.HasPrefix(b, []byte("<svg")) || !bytes.Contains(b, []byte("floor2")) || bytes.Count(b, []byte("<polyline")) != 6 {
+		t.Errorf("SVG %s (%v): %.300s", svg, err, b)
+	}
+	// Clean-up: floor2's keys, and the server's users' login keys.
+	noKeysLeft(t, rdb, "bench-floor-"+res["run"].(string)+":*")
+	ph := targets[2].(map[string]any)["phone_prefix"].(string)
+	ctx := context.Background()
+	for i := range users {
+		for _, k := range auth.KeysIn(pfx).Phone(fmt.Sprintf("%s%06d", ph, i)) {
+			if rdb.Exists(ctx, k).Val() == 1 {
+				t.Errorf("login key %s left behind", k)
+			}
+		}
+	}
+}
+
+func TestHTTPUsage(t *testing.T) {
+	clearSurgeEnv(t)
+	for _, args := range [][]string{
+		{"http"},                       // no target, no floors
+		{"http", "-floors"},            // floors without a real Redis
+		{"http", "-target", "ftp://x"}, // not http
+		{"http", "-target", "http://127.0.0.1:1", "-closed", "10", "-rate", "100"}, // closed with a rate
+		{"http", "-target", "http://127.0.0.1:1", "-rates", "100,x"},
+		{"http", "-target", "http://127.0.0.1:1", "-rate", "300000", "-duration", "10s"}, // too many requests in one step
+		{"http", "-target", "http://127.0.0.1:1", "-max-in-flight", "0"},
+	} {
+		var out, errb bytes.Buffer
+		if err := bench.Run(context.Background(), args, &out, &errb); err == nil {
+			t.Errorf("%v accepted", args)
+		} else if !strings.Contains(err.Error(), "bench http") {
+			t.Errorf("%v: %v, want an error naming bench http", args, err)
+		}
+	}
+}
