@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,9 +32,11 @@ const httpHelp = `surge bench http: grab latency and throughput of servers under
 
 Each target gets -users users of its own, logged in through it first (sendLoginCode's dev code,
 then login: the servers must run in dev mode), and a SECKILL voucher created by an admin
-(-admin-phone or -admin-token; stock -stock) unless -voucher names one. Then seckillVoucher
-grabs are sent at -rate per second for -duration, each request the next user's session in turn
-(so once every user has grabbed, the answers are ALREADY_PURCHASED).
+(-admin-phone or -admin-token; stock -stock) unless -voucher names one. Every user then grabs
+once, unmeasured (-warmup; -warmup=false measures first grabs too), so that the steps meet the
+steady state, buyers who hold an order (ALREADY_PURCHASED), on warm connections. Then
+seckillVoucher grabs are sent at -rate per second for -duration, each request the next user's
+session in turn.
 
 The load is an open loop: request i is due at start + i/rate whatever the answers do, and its
 latency is measured from when it was due, not from when it went out, so a server that stalls
@@ -96,6 +100,14 @@ type HTTPTargetResult struct {
 	MaxRateP99OK float64 `json:"max_rate_p99_ok,omitempty"`
 	// MaxRateVsFloor2 is MaxRateP99OK over floor2's, when floor2 ran.
 	MaxRateVsFloor2 float64 `json:"max_rate_vs_floor2,omitempty"`
+	Warmup          *Warmup `json:"warmup,omitempty"`
+}
+
+// Warmup is what the unmeasured grab of every user before the steps was answered.
+type Warmup struct {
+	Outcomes map[string]int64 `json:"outcomes"`
+	Errors   map[string]int64 `json:"errors"`
+	MS       float64          `json:"ms"`
 }
 
 // StepResult is one step on one target.
@@ -114,13 +126,17 @@ type StepResult struct {
 	SentRPS float64 `json:"sent_rps"`
 	// ThroughputRPS is requests answered (or failed) per second, from the step's start to its
 	// last answer (vegeta's "throughput"): a slow last answer lowers it.
-	ThroughputRPS float64          `json:"throughput_rps"`
-	OKRPS         float64          `json:"ok_rps"` // definitive grab answers per second, the same way
-	Latency       TailMS           `json:"latency_ms"`
-	Outcomes      map[string]int64 `json:"outcomes"`
-	Errors        map[string]int64 `json:"errors"`
-	P99VsFloor2   float64          `json:"p99_vs_floor2,omitempty"` // this p99 over floor2's in the same sweep step
-	Vegeta        *VegetaResult    `json:"vegeta,omitempty"`
+	ThroughputRPS float64 `json:"throughput_rps"`
+	OKRPS         float64 `json:"ok_rps"`     // definitive grab answers per second, the same way
+	Latency       TailMS  `json:"latency_ms"` // from each request's due time: what a buyer arriving then waits
+	// FromSend is the latency from each request's actual send, as vegeta and closed loops
+	// measure it: apart from Latency by the time requests waited to go out (the in-flight
+	// bound, or this process short of CPU).
+	FromSend    TailMS           `json:"latency_from_send_ms"`
+	Outcomes    map[string]int64 `json:"outcomes"`
+	Errors      map[string]int64 `json:"errors"`
+	P99VsFloor2 float64          `json:"p99_vs_floor2,omitempty"` // this p99 over floor2's in the same sweep step
+	Vegeta      *VegetaResult    `json:"vegeta,omitempty"`
 }
 
 type httpOpts struct {
@@ -131,7 +147,7 @@ type httpOpts struct {
 	maxInFlight                 int
 	users, loginConc, stock     int
 	voucher                     int
-	floors                      bool
+	floors, warmup              bool
 	targets                     []string
 	adminPhone, adminToken      string
 	svg, vegeta                 string
@@ -174,6 +190,7 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 1000, "open loop: requests in flight at most; one due when all are taken waits (no_slot)")
 	fs.DurationVar(&o.timeout, "grab-timeout", 10*time.Second, "deadline of each request")
 	fs.Float64Var(&o.p99Max, "p99-max", 25, "sweep: the p99 bound, in ms, for the highest rate that holds it")
+	fs.BoolVar(&o.warmup, "warmup", true, "before the steps, one grab per user (not measured): every step then meets the steady state, users who hold an order (ALREADY_PURCHASED), and warm connections; -warmup=false measures first grabs too")
 	fs.IntVar(&o.users, "users", 2000, "users per target, each logged in; requests take their sessions in turn")
 	fs.IntVar(&o.loginConc, "login-concurrency", 64, "logins in flight at once")
 	fs.IntVar(&o.stock, "stock", -1, "units of the voucher created; -1 = users (every user admitted once)")
@@ -266,6 +283,12 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 		loads = append(loads, g)
 	}
 
+	if o.warmup {
+		for _, g := range loads {
+			g.warm(ctx, o)
+			out.printf("  %s: warm-up, one grab per user: %s\n", g.res.Name, counts(g.res.Warmup.Outcomes, g.res.Warmup.Errors))
+		}
+	}
 	out.printf("http (%s loop): %d targets, steps of %v, %d users each; in flight ≤ %d; load average %s\n",
 		res.Mode, len(loads), o.duration, o.users, o.maxInFlight, res.LoadBefore)
 	out.printf("  %-30s %8s %8s %7s %6s %8s %9s %8s %8s %8s %8s %8s  %s\n", "target", "rate/s", "sent", "no-slot", "late",
@@ -284,6 +307,13 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 			g.next += len(run.shots) + run.notSent
 			sr := summarizeStep(st, run)
 			printStep(out, g.res.Name, sr)
+			if o.vegeta != "" || sr.Late*100 > sr.Sent {
+				// Requests went out late: the latency from their actual send too, the
+				// figure a tool without a schedule reports.
+				f := sr.FromSend
+				out.printf("  %-30s %8s %8s %7s %6s %8s %9s %8.3f %8.3f %8.3f %8.3f %8.3f\n", "  (from send, same step)", "", "", "", "", "", "",
+					f.P50, f.P90, f.P99, f.P999, f.Max)
+			}
 			if o.vegeta != "" {
 				time.Sleep(stepPause)
 				sr.Vegeta = runVegeta(ctx, o.vegeta, g, st)
@@ -443,6 +473,38 @@ func startFloors(ctx context.Context, cfg app.Config, run string, o httpOpts, ou
 	return loads, stop, nil
 }
 
+// warm sends every user's grab once, -login-concurrency at a time, before the steps: the
+// first grabs (admissions, and the orders the servers' consumers then write) stay out of the
+// measured steps, and the client's connections, the servers' Redis pools and script caches
+// are warm. The steps start again at the first user.
+func (g *grabTarget) warm(ctx context.Context, o httpOpts) {
+	w := &Warmup{Outcomes: map[string]int64{}, Errors: map[string]int64{}}
+	start := time.Now()
+	var mu sync.Mutex
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(o.loginConc, len(g.tokens)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(g.tokens) && ctx.Err() == nil; i = int(next.Add(1) - 1) {
+				rctx, cancel := context.WithTimeout(ctx, o.timeout)
+				class := g.shoot(rctx, i)
+				cancel()
+				mu.Lock()
+				if isOutcome(class) {
+					w.Outcomes[class]++
+				} else {
+					w.Errors[class]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	w.MS = ms(time.Since(start))
+	g.res.Warmup = w
+	g.next = len(g.tokens)
+}
+
 // shoot sends grab number i with the next user's session and classifies the answer.
 func (g *grabTarget) shoot(ctx context.Context, i int) string {
 	req, err := graphqlRequest(ctx, g.res.URL, g.body, g.tokens[i%len(g.tokens)])
@@ -517,11 +579,12 @@ func summarizeStep(st loadStep, run *stepRun) StepResult {
 	sr := StepResult{Rate: st.rate, Workers: st.workers, Scheduled: run.scheduled, Sent: len(run.shots), NotSent: run.notSent,
 		NoSlot: run.noSlot, MostInFlight: run.inFlight, Outcomes: map[string]int64{}, Errors: map[string]int64{}}
 	lat := make([]time.Duration, len(run.shots))
+	fromSend := make([]time.Duration, len(run.shots))
 	var maxLag time.Duration
 	firstSend, lastSend := time.Duration(math.MaxInt64), time.Duration(0)
 	ok := 0
 	for i, s := range run.shots {
-		lat[i] = s.latency
+		lat[i], fromSend[i] = s.latency, s.latency-s.lag
 		maxLag = max(maxLag, s.lag)
 		firstSend, lastSend = min(firstSend, s.due+s.lag), max(lastSend, s.due+s.lag)
 		if s.lag > lateAfter {
@@ -540,7 +603,7 @@ func summarizeStep(st loadStep, run *stepRun) StepResult {
 		sr.Errors["not_sent"] = int64(run.notSent)
 	}
 	sr.MaxLagMS = ms(maxLag)
-	sr.Latency = tailOf(lat)
+	sr.Latency, sr.FromSend = tailOf(lat), tailOf(fromSend)
 	if len(run.shots) > 1 && lastSend > firstSend {
 		sr.SentRPS = round3(float64(len(run.shots)-1) / (lastSend - firstSend).Seconds())
 	}
