@@ -74,6 +74,7 @@ var scenarios = []scenario{
 	{name: "subscriptions", help: "orderStatus + voucherStock watchers over graphql-transport-ws: idle Redis/SQL/CPU/RSS/goroutines, CREATED and stock latency", run: runSubscriptions},
 	{name: "drain", help: "order stream consumer into MySQL (rows/s) next to raw 500-row multi-value INSERTs of the same rows", run: runDrain},
 	{name: workerScenario, run: runStampedeWorker, hidden: true},
+	{name: floorScenario, run: runFloorServe, hidden: true},
 }
 
 // Run runs one scenario: args[0] names it, the rest are its flags.

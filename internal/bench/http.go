@@ -59,6 +59,9 @@ and requests not sent at most 0.1 %). -svg writes the curve as an SVG plot.
           a grab's Redis work costs
 with sessions and a sale of their own (keys under bench-floor-<run>:, deleted after). Their
 rows come first, and each target's p99 is also given as a multiple of floor2's at that rate.
+-floors-process serves them from a child process instead (this binary, re-executed): a process
+of its own, like the server they are compared with, rather than one sharing this process's
+CPU and Go runtime with the load; prefer it when the target runs on the same machine.
 
 -vegeta PATH runs vegeta (github.com/tsenart/vegeta) after each step, against the same target
 at the same rate with the same requests, and reports its p50/p99/max beside ours.
@@ -75,6 +78,7 @@ type HTTPResult struct {
 	Mode        string             `json:"mode"` // open or closed
 	Run         string             `json:"run"`
 	Users       int                `json:"users"`
+	Floors      string             `json:"floors,omitempty"`  // where the floors ran: in-process or process
 	Rates       []float64          `json:"rates,omitempty"`   // open loop: offered rates, per second
 	Workers     int                `json:"workers,omitempty"` // closed loop
 	StepMS      float64            `json:"step_ms"`
@@ -147,7 +151,8 @@ type httpOpts struct {
 	maxInFlight                 int
 	users, loginConc, stock     int
 	voucher                     int
-	floors, warmup              bool
+	floors, floorsProcess       bool
+	warmup                      bool
 	targets                     []string
 	adminPhone, adminToken      string
 	svg, vegeta                 string
@@ -183,6 +188,7 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 	var rates string
 	fs.Var(&targets, "target", "server URL(s), comma-separated or repeated, each measured apart (/query is added to a bare host)")
 	fs.BoolVar(&o.floors, "floors", false, "also measure floor0 and floor2, run in this process on the Redis of the config flags")
+	fs.BoolVar(&o.floorsProcess, "floors-process", false, "-floors in a child process (this binary) instead: a process of their own, like the servers they are compared with")
 	fs.Float64Var(&o.rate, "rate", 1000, "open loop: requests per second")
 	fs.StringVar(&rates, "rates", "", "open loop sweep: comma-separated rates per second, e.g. 1000,2000,4000,8000")
 	fs.IntVar(&o.closed, "closed", 0, "closed loop instead: this many workers, each sending when its last answer came")
@@ -234,6 +240,8 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 	switch {
 	case len(o.targets) == 0 && !o.floors:
 		return errors.New("bench http: give -target URL[,URL...] and/or -floors")
+	case o.floorsProcess && !o.floors:
+		return errors.New("bench http: -floors-process goes with -floors")
 	case o.floors && len(cfg.RedisAddrs) == 0:
 		return errors.New("bench http: -floors runs floor2 on a real Redis: give the deployment's (SURGE_REDIS_ADDRS or -redis-addrs)")
 	case o.closed < 0 || o.closed > 100_000:
@@ -263,6 +271,12 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 		MaxInFlight: o.maxInFlight, P99MaxMS: o.p99Max, LoadBefore: loadAverage()}
 	if o.closed > 0 {
 		res.Mode, res.Workers = "closed", o.closed
+	}
+	if o.floors {
+		res.Floors = "in-process"
+		if o.floorsProcess {
+			res.Floors = "process"
+		}
 	}
 
 	var loads []*grabTarget
@@ -436,7 +450,8 @@ func startFloors(ctx context.Context, cfg app.Config, run string, o httpOpts, ou
 	if err != nil {
 		return fail(fmt.Errorf("Redis %s is not answering: %w", strings.Join(cfg.RedisAddrs, ","), err))
 	}
-	g2, err := floor.NewGrab(ctx, rdb, floor.GrabOptions{Namespace: "bench-floor-" + run})
+	ns := "bench-floor-" + run
+	g2, err := floor.NewGrab(ctx, rdb, floor.GrabOptions{Namespace: ns})
 	if err != nil {
 		return fail(err)
 	}
@@ -450,26 +465,29 @@ func startFloors(ctx context.Context, cfg app.Config, run string, o httpOpts, ou
 	for i := range tokens0 {
 		tokens0[i] = fmt.Sprintf("floor0-token-%030d", i)
 	}
+	var urls [2]string
+	var stopServing func()
+	where := "this process"
+	if o.floorsProcess {
+		urls, stopServing, err = startFloorProcess(ctx, cfg.RedisAddrs, cfg.RedisPassword, cfg.RedisPoolSize, ns)
+		where = "a process of their own"
+	} else {
+		urls, stopServing, err = serveFloors(rdb, ns)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	stops = append(stops, stopServing)
 	body := gqlBody(`mutation($v: ID!) { seckillVoucher(voucherId: $v) { orderId } }`, map[string]any{"v": strconv.Itoa(floor.Voucher)})
 	var loads []*grabTarget
-	for _, f := range []struct {
-		kind   string
-		h      http.Handler
-		tokens []string
-	}{{"floor0", floor.Fixed(), tokens0}, {"floor2", g2, tokens2}} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return fail(err)
-		}
-		srv := &http.Server{Handler: f.h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-		go func() { _ = srv.Serve(ln) }()
+	for i, tokens := range [][]string{tokens0, tokens2} {
+		kind := fmt.Sprintf("floor%d", 2*i)
 		client := newLoadClient(o.maxInFlight)
-		stops = append(stops, func() { client.CloseIdleConnections(); _ = srv.Close() })
-		url := "http://" + ln.Addr().String() + "/query"
-		loads = append(loads, &grabTarget{client: client, body: body, tokens: f.tokens,
-			res: HTTPTargetResult{Name: f.kind, Kind: f.kind, URL: url, VoucherID: floor.Voucher}})
+		stops = append(stops, client.CloseIdleConnections)
+		loads = append(loads, &grabTarget{client: client, body: body, tokens: tokens,
+			res: HTTPTargetResult{Name: kind, Kind: kind, URL: urls[i], VoucherID: floor.Voucher}})
 	}
-	out.printf("  floors on loopback: floor0 (fixed answer), floor2 (session lookup + grab script, Redis %s)\n", strings.Join(cfg.RedisAddrs, ","))
+	out.printf("  floors on loopback, in %s: floor0 (fixed answer), floor2 (session lookup + grab script, Redis %s)\n", where, strings.Join(cfg.RedisAddrs, ","))
 	return loads, stop, nil
 }
 

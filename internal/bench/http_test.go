@@ -224,6 +224,30 @@ func TestHTTPBench(t *testing.T) {
 	}
 }
 
+// -floors-process: the floors served by a child process (the test binary re-executed, see
+// TestMain), answering every request on the sale and sessions the parent made, which the
+// parent deletes after.
+func TestHTTPFloorsProcess(t *testing.T) {
+	clearSurgeEnv(t)
+	rdb := testenv.Redis(t)
+	err, res, _ := runErr(t, "http", "-floors", "-floors-process", "-redis-addrs", testenv.RedisAddr(), "-users", "50",
+		"-rate", "200", "-duration", "1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res["floors"] != "process" {
+		t.Errorf("floors %v, want process", res["floors"])
+	}
+	for i, tg := range res["targets"].([]any) {
+		st := tg.(map[string]any)["steps"].([]any)[0].(map[string]any)
+		want := []string{"admitted", "already_purchased"}[i] // floor0's fixed answer; floor2 after the warm-up
+		if oc := sub(t, st, "outcomes"); num(t, st, "sent") != 200 || num(t, oc, want) != 200 || len(sub(t, st, "errors")) != 0 {
+			t.Errorf("floor%d: %v", 2*i, st)
+		}
+	}
+	noKeysLeft(t, rdb, "bench-floor-"+res["run"].(string)+":*")
+}
+
 func TestHTTPUsage(t *testing.T) {
 	clearSurgeEnv(t)
 	for _, args := range [][]string{
@@ -234,6 +258,7 @@ func TestHTTPUsage(t *testing.T) {
 		{"http", "-target", "http://127.0.0.1:1", "-rates", "100,x"},
 		{"http", "-target", "http://127.0.0.1:1", "-rate", "300000", "-duration", "10s"}, // too many requests in one step
 		{"http", "-target", "http://127.0.0.1:1", "-max-in-flight", "0"},
+		{"http", "-target", "http://127.0.0.1:1", "-floors-process"}, // without -floors
 	} {
 		var out, errb bytes.Buffer
 		if err := bench.Run(context.Background(), args, &out, &errb); err == nil {

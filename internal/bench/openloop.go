@@ -59,6 +59,9 @@ const (
 	maxShots = 2_000_000
 )
 
+// maxNap bounds one sleep of the schedule, so that a cancelled step stops soon at low rates.
+const maxNap = 20 * time.Millisecond
+
 // sendGrace is how long past its end a step still sends requests that came due within it
 // (late: all slots were taken, or this process was starved); what is left is notSent.
 func sendGrace(d time.Duration) time.Duration { return max(100*time.Millisecond, d/10) }
@@ -116,8 +119,6 @@ func runOpen(ctx context.Context, st loadStep, first int, shoot shooter) *stepRu
 		})
 	}
 	run := &stepRun{scheduled: n}
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
 	stopAt := time.NewTimer(time.Until(start.Add(st.duration + sendGrace(st.duration))))
 	defer stopAt.Stop()
 	sent := 0
@@ -127,13 +128,11 @@ func runOpen(ctx context.Context, st loadStep, first int, shoot shooter) *stepRu
 schedule:
 	for i := range n {
 		due := start.Add(dueAt(i))
-		if wait := time.Until(due); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
+		for wait := time.Until(due); wait > 0; wait = time.Until(due) {
+			if ctx.Err() != nil {
 				break schedule
 			}
+			nap(min(wait, maxNap))
 		}
 		if !due.After(blockedUntil) {
 			run.noSlot++

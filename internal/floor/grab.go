@@ -46,6 +46,7 @@ type Grab struct {
 	mu      sync.Mutex
 	users   int      // sessions created so far (their user ids are 1..users)
 	written []string // session keys, deleted by Close
+	warmed  bool     // this Grab warmed the sale: Close deletes it
 }
 
 // Voucher is the id of the floor's sale (a fixed one: the namespace is the floor's own).
@@ -66,18 +67,28 @@ func NewGrab(ctx context.Context, rdb redis.UniversalClient, o GrabOptions) (*Gr
 	if o.Sale <= 0 {
 		o.Sale = time.Hour
 	}
-	g := &Grab{rdb: rdb, ns: o.Namespace, logins: auth.KeysIn(o.Namespace),
-		keys: lua.SeckillKeys(seckill.KeysOf(seckill.KeyPrefix(o.Namespace, seckill.DefaultPrefix), Voucher))}
-	// Order ids above 2^48, where the server's lie (idgen.IsGenerated); unique within the
-	// floor's sale, which is all the script needs.
-	g.order.Store(1 << 48)
+	g := Serving(rdb, o.Namespace)
 	now := time.Now()
 	_, err := lua.WarmCommit(ctx, rdb, g.keys, lua.Sale{Begin: now.Add(-time.Minute), End: now.Add(o.Sale), On: true,
 		Stock: o.Stock, Retention: time.Minute}, false, now.Add(time.Minute))
 	if err != nil {
 		return nil, fmt.Errorf("floor: warming the sale: %w", err)
 	}
+	g.warmed = true
 	return g, nil
+}
+
+// Serving returns floor2 answering the sale and sessions that NewGrab and Sessions made under
+// namespace, in this process or another: a floor served by its own process, apart from the
+// one that set it up and cleans up after it. Its Close deletes only what it wrote itself.
+// Serve a sale from one process at a time: each hands out the same order ids.
+func Serving(rdb redis.UniversalClient, namespace string) *Grab {
+	g := &Grab{rdb: rdb, ns: namespace, logins: auth.KeysIn(namespace),
+		keys: lua.SeckillKeys(seckill.KeysOf(seckill.KeyPrefix(namespace, seckill.DefaultPrefix), Voucher))}
+	// Order ids above 2^48, where the server's lie (idgen.IsGenerated); unique within the
+	// floor's sale, which is all the script needs.
+	g.order.Store(1 << 48)
+	return g
 }
 
 // Sessions creates n sessions the floor accepts, shaped as auth.Login writes them (the same
@@ -123,8 +134,11 @@ func (g *Grab) Close(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	g.mu.Lock()
-	keys := append([]string{g.keys.Meta, g.keys.Stock, g.keys.Buyers, g.keys.Orders, g.keys.Dead}, g.written...)
-	g.written = nil
+	keys := g.written
+	if g.warmed {
+		keys = append([]string{g.keys.Meta, g.keys.Stock, g.keys.Buyers, g.keys.Orders, g.keys.Dead}, keys...)
+	}
+	g.written, g.warmed = nil, false
 	g.mu.Unlock()
 	const chunk = 1000
 	var errs []error
