@@ -143,7 +143,7 @@ type StepResult struct {
 }
 
 type httpOpts struct {
-	rate, p99Max                float64
+	rate, p99Max                float64 // p99Max in ms
 	rates                       []float64
 	closed                      int
 	duration, timeout, runLimit time.Duration
@@ -194,7 +194,7 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each step (each rate on each target)")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 1000, "open loop: requests in flight at most; one due when all are taken waits (no_slot)")
 	fs.DurationVar(&o.timeout, "grab-timeout", 10*time.Second, "deadline of each request")
-	fs.Float64Var(&o.p99Max, "p99-max", 25, "sweep: the p99 bound, in ms, for the highest rate that holds it")
+	p99Max := fs.Duration("p99-max", 25*time.Millisecond, "sweep: the p99 bound for the highest rate that holds it")
 	fs.BoolVar(&o.warmup, "warmup", true, "before the steps, one grab per user at the lowest rate (not measured): every step then meets the steady state, users who hold an order (ALREADY_PURCHASED), on warm connections and servers; -warmup=false measures first grabs too")
 	fs.IntVar(&o.users, "users", 2000, "users per target, each logged in; requests take their sessions in turn")
 	fs.IntVar(&o.loginConc, "login-concurrency", 64, "logins in flight at once")
@@ -215,6 +215,7 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 	}
 	out.jsonOnly = *jsonOnly
 	o.targets = targets
+	o.p99Max = ms(*p99Max)
 	rateSet := false
 	fs.Visit(func(f *flag.Flag) { rateSet = rateSet || f.Name == "rate" })
 	cfg, err := build()
@@ -256,7 +257,7 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 	case o.users < 1 || o.users > 1_000_000 || o.loginConc < 1 || o.loginConc > 10_000:
 		return errors.New("bench http: -users in [1, 1000000], -login-concurrency in [1, 10000]")
 	case o.p99Max <= 0:
-		return errors.New("bench http: -p99-max must be positive (ms)")
+		return errors.New("bench http: -p99-max must be positive")
 	}
 	for _, r := range o.rates {
 		if r*o.duration.Seconds() > maxShots {

@@ -13,8 +13,8 @@ import (
 // p99 bound as a dotted line. Hand-written SVG: no dependency, opens in any browser.
 func writeLatencySVG(path string, res *HTTPResult) error {
 	const (
-		w, h                   = 760.0, 440.0
-		left, right, top, bott = 64.0, 190.0, 40.0, 52.0
+		w, h                   = 800.0, 440.0
+		left, right, top, bott = 64.0, 230.0, 40.0, 52.0
 	)
 	pw, ph := w-left-right, h-top-bott
 	colors := []string{"#888888", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"}

@@ -151,7 +151,7 @@ func TestHTTPBench(t *testing.T) {
 	const users = 100
 	err, res, _ := runErr(t, "http", "-target", srv.URL, "-floors", "-redis-addrs", testenv.RedisAddr(), "-namespace", pfx,
 		"-admin-phone", admin, "-users", fmt.Sprint(users), "-rates", "100,300", "-duration", "1500ms", "-max-in-flight", "200",
-		"-p99-max", "5000", "-svg", svg)
+		"-p99-max", "5s", "-svg", svg)
 	if err != nil {
 		t.Fatal(err)
 	}
