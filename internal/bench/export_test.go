@@ -24,6 +24,7 @@ type Shot struct {
 // LoopRun is what one step of a load loop recorded.
 type LoopRun struct {
 	Shots                      []Shot
+	Start                      time.Time // Shots' Due count from it
 	Scheduled, NotSent, NoSlot int
 	MostInFlight               int
 	P50, P99, Max              time.Duration
@@ -33,7 +34,7 @@ type LoopRun struct {
 // shoot, for tests of the schedule itself.
 func OpenLoop(ctx context.Context, rate float64, workers int, d time.Duration, maxInFlight int, shoot func(ctx context.Context, i int) string) LoopRun {
 	run := runStep(ctx, loadStep{rate: rate, workers: workers, duration: d, maxInFlight: maxInFlight, timeout: 10 * time.Second}, 0, shoot)
-	out := LoopRun{Scheduled: run.scheduled, NotSent: run.notSent, NoSlot: run.noSlot, MostInFlight: run.inFlight}
+	out := LoopRun{Start: run.start, Scheduled: run.scheduled, NotSent: run.notSent, NoSlot: run.noSlot, MostInFlight: run.inFlight}
 	lat := make([]time.Duration, 0, len(run.shots))
 	for _, s := range run.shots {
 		out.Shots = append(out.Shots, Shot{Due: s.due, Lag: s.lag, Latency: s.latency, Class: s.class})

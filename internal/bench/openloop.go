@@ -41,10 +41,11 @@ type shooter func(ctx context.Context, i int) string
 
 // stepRun is what a step recorded.
 type stepRun struct {
-	shots     []shot // the requests sent, each answered or failed
-	scheduled int    // open loop: requests due within the step
-	notSent   int    // open loop: due within the step but not sent before it ended (+ grace)
-	noSlot    int    // open loop: due while every sender was taken (waiting for a free one)
+	shots     []shot    // the requests sent, each answered or failed
+	scheduled int       // open loop: requests due within the step
+	notSent   int       // open loop: due within the step but not sent before it ended (+ grace)
+	noSlot    int       // open loop: due while every sender was taken (waiting for a free one)
+	start     time.Time // shots' due times count from it
 	elapsed   time.Duration
 	inFlight  int // most requests in flight at once
 }
@@ -118,7 +119,7 @@ func runOpen(ctx context.Context, st loadStep, first int, shoot shooter) *stepRu
 			}
 		})
 	}
-	run := &stepRun{scheduled: n}
+	run := &stepRun{scheduled: n, start: start}
 	stopAt := time.NewTimer(time.Until(start.Add(st.duration + sendGrace(st.duration))))
 	defer stopAt.Stop()
 	sent := 0
@@ -193,7 +194,7 @@ func runClosed(ctx context.Context, st loadStep, first int, shoot shooter) *step
 		})
 	}
 	wg.Wait()
-	return &stepRun{shots: all, elapsed: time.Since(start), inFlight: int(flying.most.Load())}
+	return &stepRun{shots: all, start: start, elapsed: time.Since(start), inFlight: int(flying.most.Load())}
 }
 
 // TailMS is a latency distribution in milliseconds, tail included.
