@@ -40,13 +40,15 @@ func TestBenchSubcommand(t *testing.T) {
 	if err := cmd.Run(); err == nil {
 		t.Error("surge bench without a scenario succeeded")
 	}
-	for _, s := range []string{"cache-stampede", "cache-penetration", "cache-hit", "lock", "seckill", "drain", "subscriptions"} {
+	for _, s := range []string{"cache-stampede", "cache-penetration", "cache-hit", "lock", "seckill", "drain", "subscriptions", "http"} {
 		if !strings.Contains(stderr.String(), s) {
 			t.Errorf("surge bench usage does not list %s:\n%s", s, stderr.String())
 		}
 	}
-	if strings.Contains(stderr.String(), "stampede-worker") {
-		t.Error("the hidden worker scenario is listed")
+	for _, hidden := range []string{"stampede-worker", "floor-serve"} {
+		if strings.Contains(stderr.String(), hidden) {
+			t.Errorf("the hidden scenario %s is listed", hidden)
+		}
 	}
 }
 

@@ -80,7 +80,7 @@ func usage() {
              vouchers that disagree. Exit 0 all OK or fixed, 1 problems left, 2 usage or
              connection error. Needs SURGE_REDIS_ADDRS and SURGE_MYSQL_DSN; "surge reconcile -h"
   bench      measure the cache, ids and locks on a real Redis, load-test the flash sale
-             (seckill, drain): "surge bench" lists the scenarios
+             (seckill, drain, http): "surge bench" lists the scenarios
   schema     print the GraphQL schema (SDL) the server serves, for client code generators
              (introspection is off in production)`)
 }

@@ -8,6 +8,7 @@
 //	idgen              ids/s of one process, plain and segment mode, next to redis-benchmark INCR
 //	lock               lock acquire/release rate and pub/sub wake-up latency, uncontended and contended
 //	seckill            the flash sale under load, in-process or over HTTP, invariants verified after
+//	http               open-loop (constant-rate) grabs against servers and the floors: latency tail and curve
 //	drain              the order stream consumer into MySQL next to raw multi-value INSERTs
 //	subscriptions      live updates: N order + M stock watchers over graphql-transport-ws, idle cost and latency
 //
@@ -69,9 +70,11 @@ var scenarios = []scenario{
 	{name: "idgen", help: "ids/s of one process, plain and segment mode, next to redis-benchmark INCR in the same run", run: runIDGen},
 	{name: "lock", help: "lock acquire/release per second, uncontended and contended; wake-up latency of handovers between clients", run: runLock},
 	{name: "seckill", help: "load test of the flash sale (in-process or over HTTP): throughput, latency, outcomes, invariants verified, vs redis-benchmark", run: runSeckill},
+	{name: "http", help: "open-loop constant-rate grabs against any server URL (and the floors): p50/p99/p99.9/max per rate, latency curve, vs vegeta", run: runHTTP},
 	{name: "subscriptions", help: "orderStatus + voucherStock watchers over graphql-transport-ws: idle Redis/SQL/CPU/RSS/goroutines, CREATED and stock latency", run: runSubscriptions},
 	{name: "drain", help: "order stream consumer into MySQL (rows/s) next to raw 500-row multi-value INSERTs of the same rows", run: runDrain},
 	{name: workerScenario, run: runStampedeWorker, hidden: true},
+	{name: floorScenario, run: runFloorServe, hidden: true},
 }
 
 // Run runs one scenario: args[0] names it, the rest are its flags.

@@ -312,14 +312,9 @@ type gqlError struct {
 // post sends one GraphQL request to the next target and decodes data into into.
 func (t *httpTarget) post(ctx context.Context, body []byte, token string, into any) (*gqlError, error) {
 	u := t.urls[int(t.rr.Add(1)-1)%len(t.urls)]
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	req, err := graphqlRequest(ctx, u, body, token)
 	if err != nil {
 		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := t.client.Do(req)
 	if err != nil {
@@ -347,6 +342,20 @@ func (t *httpTarget) post(ctx context.Context, body []byte, token string, into a
 		return nil, json.Unmarshal(r.Data, into)
 	}
 	return nil, nil
+}
+
+// graphqlRequest is one GraphQL POST as the load tools send it, with token's session if any.
+func graphqlRequest(ctx context.Context, url string, body []byte, token string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return req, nil
 }
 
 func gqlBody(query string, vars map[string]any) []byte {
@@ -467,9 +476,18 @@ func (t *httpTarget) createVoucher(ctx context.Context, stock int, begin, end ti
 	if err != nil {
 		return 0, fmt.Errorf("createVoucher answered id %q", created.V.ID)
 	}
-	t.grabBody = gqlBody(`mutation($v: ID!) { seckillVoucher(voucherId: $v) { orderId } }`, map[string]any{"v": created.V.ID})
+	t.useVoucher(id)
 	return id, nil
 }
+
+// useVoucher makes the grabs go to voucherID.
+func (t *httpTarget) useVoucher(voucherID int) {
+	t.grabBody = gqlBody(`mutation($v: ID!) { seckillVoucher(voucherId: $v) { orderId } }`, map[string]any{"v": strconv.Itoa(voucherID)})
+}
+
+// refusalOutcomes are the API codes of the grab refusals the load tools count as outcomes
+// (answers, not errors).
+var refusalOutcomes = map[string]int{"SOLD_OUT": oSoldOut, "ALREADY_PURCHASED": oAlready, "RATE_LIMITED": oRateLimited, "NOT_READY": oNotReady}
 
 func (t *httpTarget) grab(ctx context.Context, _ int, u *simUser, _ int) (int, int64, error) {
 	var r struct {
@@ -482,18 +500,15 @@ func (t *httpTarget) grab(ctx context.Context, _ int, u *simUser, _ int) (int, i
 		return oError, 0, err
 	}
 	if ge != nil {
-		switch ge.Extensions.Code {
-		case "SOLD_OUT":
-			return oSoldOut, 0, nil
-		case "ALREADY_PURCHASED":
+		oc, ok := refusalOutcomes[ge.Extensions.Code]
+		switch {
+		case !ok:
+			return oError, 0, ge
+		case oc == oAlready:
 			id, _ := strconv.ParseInt(ge.Extensions.OrderID, 10, 64)
 			return oAlready, id, nil
-		case "RATE_LIMITED":
-			return oRateLimited, 0, nil
-		case "NOT_READY":
-			return oNotReady, 0, nil
 		}
-		return oError, 0, ge
+		return oc, 0, nil
 	}
 	id, err := strconv.ParseInt(r.S.OrderID, 10, 64)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/surgekit/surge/ent/voucher"
 	"github.com/surgekit/surge/internal/app"
 	"github.com/surgekit/surge/internal/catalog"
+	"github.com/surgekit/surge/internal/floor"
 	"github.com/surgekit/surge/internal/testenv"
 )
 
@@ -92,22 +93,47 @@ func BenchmarkSeckillOverHTTP(b *testing.B) {
 	postConcurrently(b, srv.URL+"/query", tokens, body)
 }
 
-// BenchmarkHTTPFloor is the floor under BenchmarkSeckillOverHTTP: the same clients and requests
-// against a handler that reads the request and writes a fixed seckillVoucher answer, with no
-// GraphQL, Redis or database behind it. What net/http (server and client) costs on this machine.
+// BenchmarkHTTPFloor is the floor under BenchmarkSeckillOverHTTP (floor0): the same clients and
+// requests against a handler that reads the request and writes a fixed seckillVoucher answer
+// (floor.Fixed), with no GraphQL, Redis or database behind it. What net/http (server and
+// client) costs on this machine.
 func BenchmarkHTTPFloor(b *testing.B) {
-	answer := []byte(`{"data":{"seckillVoucher":{"orderId":"81604378625","status":"QUEUED"}}}`)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/graphql-response+json")
-		_, _ = w.Write(answer)
-	}))
+	srv := httptest.NewServer(floor.Fixed())
 	defer srv.Close()
 	tokens := make([]string, 20_000)
 	for i := range tokens {
 		tokens[i] = fmt.Sprintf("token-%043d", i)
 	}
 	body := []byte(`{"query":"mutation($v: ID!) { seckillVoucher(voucherId: $v) { orderId status } }","variables":{"v":"17179869184"}}`)
+	postConcurrently(b, srv.URL+"/query", tokens, body)
+}
+
+// BenchmarkHTTPFloorRedis is floor2: the same clients and requests as the two above against a
+// bare net/http handler doing what a grab must do in Redis (floor.Grab): the session lookup
+// internal/auth makes for a token it has not seen (HGETALL of the token's key) and one grab by
+// lua/seckill_grab.lua (EVALSHA), unbatched, on a client set up as the server's. Each request
+// is another user's session, as in BenchmarkSeckillOverHTTP, and every user's grabs after its
+// first are answered ALREADY_PURCHASED, as there. What is left between this and
+// BenchmarkSeckillOverHTTP is the server's own work: GraphQL, middleware, batching, the
+// order id, the consumer writing orders to MariaDB.
+func BenchmarkHTTPFloorRedis(b *testing.B) {
+	ctx := context.Background()
+	rdb := floor.Client([]string{testenv.RedisAddr()}, "", 0)
+	b.Cleanup(func() { _ = rdb.Close() })
+	ns := "benchfloor" + testenv.Phone()
+	testenv.CleanupKeys(b, rdb, ns+":*") // if Close below did not run (runs before rdb.Close)
+	g, err := floor.NewGrab(ctx, rdb, floor.GrabOptions{Namespace: ns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = g.Close(ctx) }()
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+	tokens, err := g.Sessions(ctx, min(b.N, 20_000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(`{"query":"mutation($v: ID!) { seckillVoucher(voucherId: $v) { orderId status } }","variables":{"v":"` + strconv.Itoa(floor.Voucher) + `"}}`)
 	postConcurrently(b, srv.URL+"/query", tokens, body)
 }
 
