@@ -134,6 +134,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		WebsocketSubscriptions: cfg.WSMaxSubscriptions,
 		WebsocketConnections:   cfg.WSMaxConnectionsPerIP,
 		CORS:                   cfg.CORS(),
+		AllowedHosts:           cfg.AllowedHosts,
 		Persisted:              persisted,
 		MaxBatch:               cfg.BatchMax,
 		Playground:             playground.Handler("/query"),
