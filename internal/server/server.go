@@ -117,6 +117,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.SetQueryCache(queries)
 	srv.Use(persistedLookup{opts.Persisted}) // first: the limits apply to the document it finds
 	srv.Use(documentLimits{DocumentLimits: opts.Limits, accepted: queries})
+	srv.Use(&intVariables{parsed: queries})
 	srv.SetDisableSuggestion(!opts.Suggestions)
 	srv.SetValidationRulesFn(validationRules(opts.Introspection))
 	if opts.Introspection {
