@@ -37,9 +37,13 @@ rules:
 vet:
 	$(GO) vet ./...
 
-## run: the server on the embedded default (in-process Redis + SQLite, demo data)
+## run: the server on the embedded default (in-process Redis + SQLite, demo data). It builds
+## bin/surge first and says so: the first build compiles every dependency, a minute or two
+## with nothing else to show (go run would print nothing until the server listens).
 run:
-	$(GO) run ./cmd/surge
+	@echo "make run: building bin/surge (the first build compiles every dependency: a minute or two)"
+	CGO_ENABLED=0 $(GO) build -o bin/surge ./cmd/surge
+	./bin/surge
 
 ## generate: regenerate ent and gqlgen code (commit the result)
 generate:
