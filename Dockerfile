@@ -21,6 +21,10 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/surge /surge
 USER nonroot:nonroot
+# Every interface of the container: -p decides what reaches it. (Outside a container a dev
+# server, the embedded default, listens on loopback only; it still answers only for
+# localhost, 127.0.0.1 and [::1] unless SURGE_ALLOWED_HOSTS says otherwise.)
+ENV SURGE_ADDR=:8080
 EXPOSE 8080
 ENTRYPOINT ["/surge"]
 CMD ["serve"]

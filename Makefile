@@ -2,20 +2,26 @@
 GO ?= go
 TEST_TIMEOUT ?= 18m
 
-.PHONY: test services vet run generate build rules
+.PHONY: test services test-services vet run generate build rules
 
 ## test: start/install Redis, MariaDB and Chromium if needed, then vet and run every test with -race.
 ## Tests that need an installed part fail rather than skip (SURGE_TEST_REQUIRE_ALL). The local
-## Redis Cluster is stopped afterwards, passed or failed (the next run starts a fresh one).
-test: services vet
-	SURGE_TEST_REQUIRE_ALL=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...; \
-	rc=$$?; bash scripts/stop-redis-cluster.sh; exit $$rc
+## Redis Cluster (SURGE_CLUSTER_PORTS, default 7101-7103) is started if it is not running, its
+## address passed to the tests, and stopped afterwards, passed or failed, only if this run
+## started it: one that was running before is left to whoever uses it (with-redis-cluster.sh).
+test: test-services vet
+	bash scripts/with-redis-cluster.sh env SURGE_TEST_REQUIRE_ALL=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## services: make sure the real services the tests use are installed and running, and the
-## graphql-http audit and the JavaScript clients the tests drive (npm), and promtool (deploy/ rules) are installed
-services:
-	bash scripts/ensure-redis.sh
+## graphql-http audit and the JavaScript clients the tests drive (npm), and promtool (deploy/ rules) are installed;
+## the local Redis Cluster too (left running: scripts/stop-redis-cluster.sh stops it)
+services: test-services
 	bash scripts/ensure-redis-cluster.sh
+
+## test-services: what make test needs before it starts, but the Redis Cluster, which
+## with-redis-cluster.sh starts (and stops) around the tests
+test-services:
+	bash scripts/ensure-redis.sh
 	bash scripts/ensure-mariadb.sh
 	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-graphql-http.sh
@@ -31,9 +37,13 @@ rules:
 vet:
 	$(GO) vet ./...
 
-## run: the server on the embedded default (in-process Redis + SQLite, demo data)
+## run: the server on the embedded default (in-process Redis + SQLite, demo data). It builds
+## bin/surge first and says so: the first build compiles every dependency, a minute or two
+## with nothing else to show (go run would print nothing until the server listens).
 run:
-	$(GO) run ./cmd/surge
+	@echo "make run: building bin/surge (the first build compiles every dependency: a minute or two)"
+	CGO_ENABLED=0 $(GO) build -o bin/surge ./cmd/surge
+	./bin/surge
 
 ## generate: regenerate ent and gqlgen code (commit the result)
 generate:

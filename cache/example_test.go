@@ -1,16 +1,17 @@
 package cache_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/cache"
-	"github.com/surgekit/surge/internal/testenv"
 )
 
 type Shop struct {
@@ -29,15 +30,12 @@ func loadShop(_ context.Context, id string) (Shop, error) {
 	return s, nil
 }
 
-func exampleClient() redis.UniversalClient {
-	return redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
-}
-
 // Mutex mode with the penetration defences: absences are cached and a Redis Bloom filter
 // turns away ids that never existed.
 func ExampleCache_GetOrLoad() {
 	ctx := context.Background()
-	rdb := exampleClient()
+	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
 
 	filter, _ := cache.NewRedisFilter(rdb, "example-shop", 10_000, 0.01)
@@ -62,7 +60,8 @@ func ExampleCache_GetOrLoad() {
 // background rebuild refreshes it.
 func ExampleModeLogical() {
 	ctx := context.Background()
-	rdb := exampleClient()
+	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
 	types, _ := cache.New[[]string](ctx, rdb, cache.Options{Name: "example-types", Mode: cache.ModeLogical, TTL: 50 * time.Millisecond})
 	defer types.Close()
@@ -92,7 +91,8 @@ func ExampleModeLogical() {
 // Delete-after-write that survives a crash between the database write and the delete.
 func ExampleCache_Invalidate() {
 	ctx := context.Background()
-	rdb := exampleClient()
+	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
 	shops, _ := cache.New[Shop](ctx, rdb, cache.Options{Name: "example-inv"})
 	defer shops.Close()
@@ -120,7 +120,8 @@ func ExampleCache_Invalidate() {
 // cached absence of it (here, a read made before it existed) goes after it, in every process.
 func ExampleCache_Invalidate_create() {
 	ctx := context.Background()
-	rdb := exampleClient()
+	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
 	filter, _ := cache.NewLocalFilter(10_000, 0.01)
 	_, _ = filter.Rebuild(ctx, slices.Values([]string{"1", "2"}))
@@ -147,7 +148,8 @@ func ExampleCache_Invalidate_create() {
 // An in-process L1 in front of Redis, dropped in every process when any process writes.
 func ExampleLocalOptions() {
 	ctx := context.Background()
-	rdb := exampleClient()
+	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
 	shops, _ := cache.New[Shop](ctx, rdb, cache.Options{
 		Name:  "example-l1",

@@ -1,20 +1,22 @@
 package idgen_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/idgen"
-	"github.com/surgekit/surge/internal/testenv"
 )
 
 // Plain mode: one Redis round trip per id.
 func ExampleNew() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
 	defer rdb.Del(ctx, "id:example-order:"+time.Now().UTC().Format("20060102"))
 
@@ -32,7 +34,8 @@ func ExampleNew() {
 // Segment mode: blocks of numbers reserved in Redis, ids handed out locally.
 func ExampleNewSegment() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
 	defer rdb.Del(ctx, "id:example-ticket:"+time.Now().UTC().Format("20060102"))
 

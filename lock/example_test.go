@@ -1,10 +1,13 @@
 package lock_test
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
@@ -14,12 +17,14 @@ import (
 )
 
 // The common case: one lock, waited for at most 2 s, the protected write guarded by the
-// fencing token. Needs Redis on 127.0.0.1:6379 and a MySQL/MariaDB database.
+// fencing token. Needs Redis and a MySQL/MariaDB database.
 func ExampleClient_Obtain() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	// Redis at $SURGE_TEST_REDIS_ADDR and the database at $SURGE_TEST_MYSQL_DSN (the test
+	// suite's), else on this machine.
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
-	db, err := sql.Open("mysql", "surge:surge@tcp(127.0.0.1:3306)/surge_test")
+	db, err := sql.Open("mysql", cmp.Or(os.Getenv("SURGE_TEST_MYSQL_DSN"), "surge:surge@tcp(127.0.0.1:3306)/surge_test"))
 	if err != nil {
 		panic(err)
 	}
@@ -66,7 +71,8 @@ func mustExec(db *sql.DB, query string) {
 // Reentrancy by owner: the owner is the unit of work in the context, not a goroutine.
 func ExampleReentrant() {
 	ctx := lock.WithOwner(context.Background(), "order-7781")
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
 	locks := lock.New(rdb, lock.Options{})
 	defer locks.Close()
@@ -87,10 +93,13 @@ func ExampleReentrant() {
 	// <nil> <nil>
 }
 
-// All or nothing over several names, in any Cluster slots (here the local test Cluster).
+// All or nothing over several names, in any Cluster slots.
 func ExampleClient_ObtainMulti() {
 	ctx := context.Background()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:7101", "127.0.0.1:7102"}})
+	// Seed nodes of a Redis Cluster: $SURGE_TEST_REDIS_CLUSTER_ADDRS (the test suite's,
+	// comma-separated), else the local one scripts/ensure-redis-cluster.sh starts.
+	seeds := cmp.Or(os.Getenv("SURGE_TEST_REDIS_CLUSTER_ADDRS"), "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103")
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(seeds, ",")})
 	defer rdb.Close()
 	locks := lock.New(rdb, lock.Options{})
 	defer locks.Close()

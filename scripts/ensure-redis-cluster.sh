@@ -9,7 +9,9 @@
 # wiped (FLUSHALL + CLUSTER RESET HARD on each node) and created again.
 # Idempotent; concurrent runs are serialised with flock.
 # On success prints one line, usable with eval:
-#   SURGE_TEST_REDIS_CLUSTER_ADDRS='127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103' # ...
+#   SURGE_TEST_REDIS_CLUSTER_ADDRS='127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103' SURGE_CLUSTER_STARTED='7101 7102 7103' # ...
+# SURGE_CLUSTER_STARTED lists the nodes this run started (empty when the cluster was already
+# running), so that a caller stops only those (scripts/with-redis-cluster.sh does).
 #
 # Environment:
 #   SURGE_CLUSTER_DIR     base directory of the nodes                (default /tmp/surge-cluster)
@@ -145,4 +147,4 @@ fi
 [ "${#started[@]}" -eq 0 ] || action="started nodes ${started[*]}, $action"
 
 addrs=$(printf '127.0.0.1:%s,' "${ports[@]}")
-echo "SURGE_TEST_REDIS_CLUSTER_ADDRS=$(shell_quote "${addrs%,}") # redis cluster ok, $n masters, $action"
+echo "SURGE_TEST_REDIS_CLUSTER_ADDRS=$(shell_quote "${addrs%,}") SURGE_CLUSTER_STARTED=$(shell_quote "${started[*]}") # redis cluster ok, $n masters, $action"

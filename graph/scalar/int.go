@@ -29,8 +29,13 @@ func UnmarshalInt64(v any) (int64, error) {
 // MarshalInt64 writes an int64.
 func MarshalInt64(i int64) graphql.Marshaler { return graphql.MarshalInt64(i) }
 
-// UnmarshalInt32 reads an Int, refusing values outside 32 bits as bad user input.
+// UnmarshalInt32 reads an Int, refusing values outside 32 bits as bad user input. A string
+// is refused too, digits or not: gqlgen would parse "5", but GraphQL's Int input is a number
+// (a literal, or a JSON number in variables), and a client sending strings has a bug to see.
 func UnmarshalInt32(v any) (int32, error) {
+	if _, ok := v.(string); ok {
+		return 0, apperr.New(apperr.BadUserInput, "Int must be a number, not a string")
+	}
 	n, err := graphql.UnmarshalInt32(v)
 	if err != nil {
 		return 0, apperr.New(apperr.BadUserInput, "Int must be a whole number between -2147483648 and 2147483647")

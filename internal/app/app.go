@@ -144,6 +144,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		WebsocketSubscriptions: cfg.WSMaxSubscriptions,
 		WebsocketConnections:   cfg.WSMaxConnectionsPerIP,
 		CORS:                   cfg.CORS(),
+		AllowedHosts:           cfg.AllowedHosts,
 		Persisted:              persisted,
 		MaxBatch:               cfg.BatchMax,
 		Playground:             playground.Handler("/query"),

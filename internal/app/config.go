@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +22,9 @@ import (
 // Config is the server configuration. Every field has an environment variable and a flag of
 // the same meaning; flags win over the environment.
 type Config struct {
-	Addr          string   // SURGE_ADDR, -addr (":8080")
+	// Addr is SURGE_ADDR, -addr: the listen address. Dev mode, which hands out login codes,
+	// listens on loopback only ("127.0.0.1:8080"); production on every interface (":8080").
+	Addr          string
 	DataDir       string   // SURGE_DATA_DIR, -data-dir ("./data"): SQLite file in embedded mode
 	RedisAddrs    []string // SURGE_REDIS_ADDRS, -redis-addrs: one → single node, several → Cluster; empty → embedded
 	RedisPassword string   // SURGE_REDIS_PASSWORD, -redis-password
@@ -92,8 +95,8 @@ type Config struct {
 	// database, binding it again after Redis lost it, and stopping once another deployment
 	// holds it.
 	NamespaceCheckInterval time.Duration
-	// Warnings are configuration problems that do not stop the server (deprecated variables);
-	// the server logs them at start.
+	// Warnings are configuration problems that do not stop the server (deprecated variables,
+	// a dev server listening beyond loopback); the server logs them at start.
 	Warnings []string
 	// CORSOrigins is SURGE_CORS_ORIGINS, -cors-origins: the browser origins, besides the
 	// server's own, that may call the API and open its WebSocket ("https://app.example.com",
@@ -105,6 +108,12 @@ type Config struct {
 	// -cors-max-age (10m): how long browsers cache a preflight.
 	CORSCredentials bool
 	CORSMaxAge      time.Duration
+	// AllowedHosts is SURGE_ALLOWED_HOSTS, -allowed-hosts: the host names the server answers
+	// for (the Host header, any port; globs such as "*.example.com", or "*" for any); other
+	// requests get 421 HOST_NOT_ALLOWED, so that a page whose DNS name an attacker points at
+	// the server (DNS rebinding) is not served as if it were the server's own. Dev default:
+	// localhost, 127.0.0.1, [::1]; production: none set, any host.
+	AllowedHosts []string
 	// APQ is SURGE_APQ, -apq (true): accept Apollo's automatic persisted queries, stored in
 	// -apq-ttl, 24h), documents of at most APQMaxBytes (SURGE_APQ_MAX_BYTES, -apq-max-bytes,
 	// 32768) only.
@@ -175,7 +184,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	}
 	ev := &envVars{getenv: getenv}
 	env := ev.str
-	addr := fs.String("addr", env("SURGE_ADDR", ":8080"), "listen address (SURGE_ADDR)")
+	addr := fs.String("addr", env("SURGE_ADDR", ""), "listen address (SURGE_ADDR; default 127.0.0.1:8080 in dev mode, :8080 in production)")
 	dataDir := fs.String("data-dir", env("SURGE_DATA_DIR", "./data"), "directory for the embedded SQLite file (SURGE_DATA_DIR)")
 	redisAddrs := fs.String("redis-addrs", env("SURGE_REDIS_ADDRS", ""), "comma-separated Redis addresses; several mean Cluster; empty means embedded (SURGE_REDIS_ADDRS)")
 	redisPassword := fs.String("redis-password", env("SURGE_REDIS_PASSWORD", ""), "Redis password (SURGE_REDIS_PASSWORD)")
@@ -207,6 +216,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	namespaceCheck := fs.Duration("namespace-check-interval", ev.duration("SURGE_NAMESPACE_CHECK_INTERVAL", 5*time.Second), "how often a running server checks that its namespace is still bound to its database (SURGE_NAMESPACE_CHECK_INTERVAL)")
 	corsOrigins := fs.String("cors-origins", env("SURGE_CORS_ORIGINS", ""), `browser origins that may call the API besides its own, comma-separated: "https://app.example.com", "https://*.example.com" or "*" (SURGE_CORS_ORIGINS; dev default http://localhost:*,http://127.0.0.1:*)`)
 	corsCredentials := fs.String("cors-credentials", env("SURGE_CORS_CREDENTIALS", ""), "allow cross-origin requests with credentials (cookies): true/false; not with the origin * (SURGE_CORS_CREDENTIALS; default false)")
+	allowedHosts := fs.String("allowed-hosts", env("SURGE_ALLOWED_HOSTS", ""), `host names the server answers for (Host header, any port), comma-separated: "api.example.com", "*.example.com" or "*" (SURGE_ALLOWED_HOSTS; dev default localhost,127.0.0.1,[::1]; production: any)`)
 	corsMaxAge := fs.Duration("cors-max-age", ev.duration("SURGE_CORS_MAX_AGE", 10*time.Minute), "how long browsers may cache a CORS preflight (SURGE_CORS_MAX_AGE)")
 	apq := fs.String("apq", env("SURGE_APQ", ""), "accept automatic persisted queries (Apollo), stored in Redis: true/false (SURGE_APQ; default true)")
 	apqTTL := fs.Duration("apq-ttl", ev.duration("SURGE_APQ_TTL", 24*time.Hour), "how long a persisted query stays in Redis after its last use (SURGE_APQ_TTL)")
@@ -231,9 +241,6 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		if err != nil {
 			return Config{}, err
 		}
-		if _, err := splitAddrs("addr", *addr); err != nil {
-			return Config{}, err
-		}
 		c := Config{
 			Addr: *addr, DataDir: *dataDir, RedisAddrs: redisAddrs, RedisPassword: *redisPassword,
 			MySQLDSN: *dsn, MySQLMaxConns: *mysqlMaxConns, RedisPoolSize: *redisPoolSize, Mode: *mode, AdminPhones: commalist.Split(*admins),
@@ -245,7 +252,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			SessionCache: *sessionCache, SessionSlide: *sessionSlide, SessionMaxAge: *sessionMaxAge,
 			TrustedProxyHeader: strings.TrimSpace(*proxyHeader),
 			WSMaxSubscriptions: *wsSubs, WSMaxConnectionsPerIP: *wsConns,
-			CORSOrigins: commalist.Split(*corsOrigins), CORSMaxAge: *corsMaxAge,
+			CORSOrigins: commalist.Split(*corsOrigins), CORSMaxAge: *corsMaxAge, AllowedHosts: commalist.Split(*allowedHosts),
 			APQTTL: *apqTTL, APQMaxBytes: *apqMaxBytes, TrustedDocuments: strings.TrimSpace(*trusted),
 			BatchMax:          *batchMax,
 			TakeOverNamespace: strings.TrimSpace(*takeOver), NamespaceCheckInterval: *namespaceCheck,
@@ -276,6 +283,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		}
 		if c.Mode != "dev" && c.Mode != "production" {
 			return Config{}, fmt.Errorf("invalid mode %q: want dev or production", c.Mode)
+		}
+		if err := c.parseListen(); err != nil {
+			return Config{}, err
 		}
 		if c.Seed, err = parseBool("seed", *seed, c.Dev()); err != nil {
 			return Config{}, err
@@ -321,7 +331,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		if len(c.AdminPhones) == 0 && c.Dev() {
 			c.AdminPhones = []string{DevAdminPhone}
 		}
-		c.Namespace, c.Warnings = namespaceOf(*namespace, getenv)
+		var warnings []string
+		c.Namespace, warnings = namespaceOf(*namespace, getenv)
+		c.Warnings = append(c.Warnings, warnings...)
 		if err := validNamespace(c.Namespace); err != nil {
 			return Config{}, err
 		}
@@ -394,6 +406,48 @@ func validNamespace(ns string) error {
 // prefix): <namespace>:seckill.
 func (c Config) SeckillKeyPrefix() string {
 	return seckill.KeyPrefix(c.Namespace, seckill.DefaultPrefix)
+}
+
+// Default listen addresses: a dev server hands out login codes (the admin's too), so it
+// listens on loopback unless told otherwise.
+const (
+	devAddr        = "127.0.0.1:8080"
+	productionAddr = ":8080"
+)
+
+// parseListen completes and checks the listen address and the Host allowlist. A dev server
+// told to listen beyond loopback keeps the loopback Host allowlist unless SURGE_ALLOWED_HOSTS
+// names the hosts it is reached by, and says so in a warning.
+func (c *Config) parseListen() error {
+	if c.Addr == "" {
+		c.Addr = productionAddr
+		if c.Dev() {
+			c.Addr = devAddr
+		}
+	}
+	if _, err := splitAddrs("addr", c.Addr); err != nil {
+		return err
+	}
+	if len(c.AllowedHosts) == 0 && c.Dev() {
+		c.AllowedHosts = slices.Clone(server.DevHosts)
+		if !loopbackAddr(c.Addr) {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("dev mode hands out login codes and listens on %s, beyond loopback; it answers only for the hosts %s (set SURGE_ALLOWED_HOSTS for the names it is reached by)", c.Addr, strings.Join(c.AllowedHosts, ",")))
+		}
+	}
+	if err := server.ValidateHosts(c.AllowedHosts); err != nil {
+		return fmt.Errorf("%s: %w", setting("allowed-hosts"), err)
+	}
+	return nil
+}
+
+// loopbackAddr reports whether a listen address (host:port) stays on this machine.
+func loopbackAddr(addr string) bool {
+	host, _, _ := net.SplitHostPort(addr)
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // devCORSOrigins let a front-end dev server on the developer's machine call a dev server.

@@ -17,7 +17,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.Embedded() || !c.Dev() || !c.Seed || !c.Introspection || c.Addr != ":8080" || c.DataDir != "./data" {
+	if !c.Embedded() || !c.Dev() || !c.Seed || !c.Introspection || c.Addr != "127.0.0.1:8080" || c.DataDir != "./data" {
 		t.Fatalf("embedded defaults: %+v", c)
 	}
 	if !reflect.DeepEqual(c.AdminPhones, []string{DevAdminPhone}) {
@@ -218,6 +218,79 @@ func TestParseConfigCORS(t *testing.T) {
 	} {
 		if c, err := with(bad); err == nil {
 			t.Errorf("%v accepted: %v", bad, c.CORSOrigins)
+		}
+	}
+}
+
+// Issue 23, item 7: a glob that matches any site is "*" in disguise, so with credentials it is
+// refused at start as "*" is; globs within one domain, and literal hosts, stay allowed.
+func TestParseConfigCORSGlobsWithCredentials(t *testing.T) {
+	prod := map[string]string{"SURGE_MYSQL_DSN": "u:p@tcp(h:3306)/d", "SURGE_REDIS_ADDRS": "a:1", "SURGE_CORS_CREDENTIALS": "true"}
+	parse := func(origins string) error {
+		env := map[string]string{"SURGE_CORS_ORIGINS": origins}
+		for k, v := range prod {
+			env[k] = v
+		}
+		_, err := ParseConfig(nil, envOf(env))
+		return err
+	}
+	for _, bad := range []string{
+		"https://*,http://*", "https://*", "http://*:*", "https://*.com", "https://*example.com",
+		"https://app.example.com,https://*", "https://*.*", "https://x*.com", "https://*.example.com.*",
+	} {
+		err := parse(bad)
+		if err == nil || !strings.Contains(err.Error(), "credentials") {
+			t.Errorf("SURGE_CORS_ORIGINS=%s with credentials: %v, want a refusal naming credentials", bad, err)
+		}
+		if err := parse(bad); err != nil && strings.Contains(bad, ",") && !strings.Contains(err.Error(), "*") {
+			t.Errorf("%s: the error does not name the pattern: %v", bad, err)
+		}
+	}
+	for _, ok := range []string{
+		"https://app.example.com", "https://*.example.com", "https://pr-*.preview.example.com", "http://localhost:*",
+		"http://127.0.0.1:*", "https://*.example.co.uk:8443",
+	} {
+		if err := parse(ok); err != nil {
+			t.Errorf("SURGE_CORS_ORIGINS=%s with credentials: %v", ok, err)
+		}
+	}
+	// Without credentials a broad glob is what it says: any origin, no cookies.
+	delete(prod, "SURGE_CORS_CREDENTIALS")
+	if err := parse("https://*,http://*"); err != nil {
+		t.Errorf("broad globs without credentials: %v", err)
+	}
+}
+
+// Issue 23, item 7: dev mode hands out login codes, so it listens on loopback and answers only
+// for loopback host names unless told otherwise; production listens everywhere and answers any
+// host unless SURGE_ALLOWED_HOSTS lists them.
+func TestParseConfigListenAndAllowedHosts(t *testing.T) {
+	prod := map[string]string{"SURGE_MYSQL_DSN": "u:p@tcp(h:3306)/d", "SURGE_REDIS_ADDRS": "a:1"}
+	c, err := ParseConfig(nil, envOf(nil))
+	if err != nil || c.Addr != "127.0.0.1:8080" || !reflect.DeepEqual(c.AllowedHosts, []string{"localhost", "127.0.0.1", "[::1]"}) || len(c.Warnings) != 0 {
+		t.Fatalf("dev: addr %q, allowed hosts %v, warnings %v, %v", c.Addr, c.AllowedHosts, c.Warnings, err)
+	}
+	c, err = ParseConfig(nil, envOf(prod))
+	if err != nil || c.Addr != ":8080" || len(c.AllowedHosts) != 0 {
+		t.Fatalf("production: addr %q, allowed hosts %v, %v", c.Addr, c.AllowedHosts, err)
+	}
+	// Dev told to listen everywhere: it does, keeps checking the Host, and warns.
+	c, err = ParseConfig([]string{"-addr", ":9090"}, envOf(nil))
+	if err != nil || c.Addr != ":9090" || len(c.AllowedHosts) != 3 || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "SURGE_ALLOWED_HOSTS") {
+		t.Fatalf("dev on :9090: addr %q, allowed hosts %v, warnings %v, %v", c.Addr, c.AllowedHosts, c.Warnings, err)
+	}
+	c, err = ParseConfig(nil, envOf(map[string]string{"SURGE_ADDR": "0.0.0.0:8080", "SURGE_ALLOWED_HOSTS": "dev.lan, *.dev.lan,[::1]"}))
+	if err != nil || !reflect.DeepEqual(c.AllowedHosts, []string{"dev.lan", "*.dev.lan", "[::1]"}) || len(c.Warnings) != 0 {
+		t.Fatalf("dev with its hosts: %v, warnings %v, %v", c.AllowedHosts, c.Warnings, err)
+	}
+	prod["SURGE_ALLOWED_HOSTS"] = "api.example.com,*.api.example.com"
+	if c, err := ParseConfig(nil, envOf(prod)); err != nil || len(c.AllowedHosts) != 2 {
+		t.Fatalf("production hosts: %v, %v", c.AllowedHosts, err)
+	}
+	for _, bad := range []string{"https://api.example.com", "api.example.com:443", "api.example.com/x", "[a-", "user@host", "1::2::3"} {
+		prod["SURGE_ALLOWED_HOSTS"] = bad
+		if _, err := ParseConfig(nil, envOf(prod)); err == nil || !strings.Contains(err.Error(), "SURGE_ALLOWED_HOSTS") {
+			t.Errorf("SURGE_ALLOWED_HOSTS=%s: %v, want an error naming the variable", bad, err)
 		}
 	}
 }

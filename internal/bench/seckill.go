@@ -196,6 +196,11 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 	}
 	out.jsonOnly = *jsonOnly
 	o.targets = targets
+	if o.inprocess {
+		// Dev mode before the config is built, so that its defaults hold (no login send
+		// limits: the simulated users log in by the thousand); limits given explicitly apply.
+		_ = fs.Set("mode", "dev")
+	}
 	cfg, err := build()
 	if err != nil {
 		return err

@@ -184,6 +184,31 @@ func TestSeckillInprocess(t *testing.T) {
 	}
 }
 
+// Issue 23, item 8: -inprocess on real Redis runs in dev mode with dev mode's limits, as
+// documented: more logins than production's deployment-wide send limit (1000 a minute) all
+// succeed. Before, the mode was set after the limits had been chosen for production, and user
+// 1001 failed with "too many login codes requested server-wide". A limit given explicitly
+// still applies.
+func TestSeckillInprocessHasDevLoginLimits(t *testing.T) {
+	clearSurgeEnv(t)
+	rdb := testenv.Redis(t)
+	pfx := namespace(t, rdb)
+	err, res, _ := runErr(t, "seckill", "-inprocess", "-redis-addrs", testenv.RedisAddr(), "-mysql-dsn", testenv.MySQL(t),
+		"-namespace", pfx, "-users", "1100", "-stock", "20", "-concurrency", "32", "-login-concurrency", "32", "-no-baseline")
+	if err != nil {
+		t.Fatalf("1100 users in dev mode: %v", err)
+	}
+	checkSeckill(t, res, 1100, 1, 20)
+	noSeckillKeysLeft(t, rdb, res, pfx)
+
+	pfx = namespace(t, rdb)
+	err, _, _ = runErr(t, "seckill", "-inprocess", "-redis-addrs", testenv.RedisAddr(), "-mysql-dsn", testenv.MySQL(t),
+		"-namespace", pfx, "-users", "30", "-stock", "5", "-concurrency", "8", "-no-baseline", "-login-send-rate-global", "10/1m")
+	if err == nil || !strings.Contains(err.Error(), "server-wide") {
+		t.Fatalf("30 users with -login-send-rate-global 10/1m: %v, want the limit to apply", err)
+	}
+}
+
 // The embedded default (miniredis + SQLite in a temporary directory) works for a quick demo.
 func TestSeckillEmbedded(t *testing.T) {
 	clearSurgeEnv(t)

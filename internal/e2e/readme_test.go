@@ -69,16 +69,24 @@ func TestREADMEWalkthrough(t *testing.T) {
 		t.Errorf("the order: %v", got)
 	}
 
-	// The script as printed, pointed at this server, prints the stock: 99 after the grab.
+	// The script as printed, saved under the name the README gives it (issue 23: an ES module
+	// saved as sub.js does not run) and pointed at this server, prints the stock: 99 after the
+	// grab. Its directory lies below the JS clients' node_modules, which Node finds upwards.
+	name := readmeScriptName(t)
 	script := strings.NewReplacer("<token>", token, "ws://localhost:8080", "ws"+strings.TrimPrefix(p.url, "http")).Replace(js[0])
-	file := filepath.Join(jsClientsDir(t), "surge-test-readme.mjs")
+	dir, err := os.MkdirTemp(jsClientsDir(t), "readme-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, name)
 	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defer os.Remove(file)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", file)
+	cmd := exec.CommandContext(ctx, "node", name)
+	cmd.Dir = dir
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -92,4 +100,19 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if strings.TrimSpace(line) != "99" {
 		t.Errorf("the README's script printed %q, want the stock after one grab, 99", line)
 	}
+}
+
+// readmeScriptName is the file name the walkthrough tells its reader to save the Node script
+// as ("save it as `sub.mjs`").
+func readmeScriptName(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("save it as `([^`/]+)`").FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("the README does not say under which name to save its Node script")
+	}
+	return string(m[1])
 }

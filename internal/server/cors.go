@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,7 +43,9 @@ const defaultPreflightMaxAge = 10 * time.Minute
 var ErrWildcardWithCredentials = errors.New(`cors: the origin "*" cannot be allowed with credentials: list the origins`)
 
 // Validate checks every origin: "*", or scheme://host[:port] with no path, where the host may
-// hold glob characters.
+// hold glob characters. With Credentials, a glob must end in a literal domain of two labels or
+// more ("https://*.example.com"): "https://*" or "https://*.com" would echo any site's origin
+// with credentials, which is "*" with credentials that browsers cannot refuse.
 func (c CORS) Validate() error {
 	for _, o := range c.Origins {
 		if o == "*" {
@@ -59,8 +62,29 @@ func (c CORS) Validate() error {
 			u.Path != "" || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
 			return fmt.Errorf(`cors: origin %q: want "*" or scheme://host[:port], e.g. https://app.example.com`, o)
 		}
+		if c.Credentials && !namesOneSite(o) {
+			return fmt.Errorf(`cors: origin %q cannot be allowed with credentials: its host matches any site; end it in a literal domain of two labels or more (e.g. https://*.example.com)`, o)
+		}
 	}
 	return nil
+}
+
+// namesOneSite reports whether a valid origin pattern keeps its host within one domain: a
+// literal host, or glob characters followed by a dot and at least two literal labels
+// (".example.com"). "*" in path.Match crosses dots, so "https://*example.com" would also
+// match "https://evilexample.com", and "https://*.com" any .com site.
+func namesOneSite(pattern string) bool {
+	_, host, _ := strings.Cut(pattern, "://")
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
+		host = host[:i] // the port, literal or a glob
+	}
+	i := strings.LastIndexAny(host, `*?[]\`)
+	if i < 0 {
+		return true
+	}
+	domain := host[i+1:]
+	labels := strings.Split(strings.TrimPrefix(domain, "."), ".")
+	return strings.HasPrefix(domain, ".") && len(labels) >= 2 && !slices.Contains(labels, "")
 }
 
 // allows reports whether a cross-origin request from origin may be answered.
@@ -88,11 +112,41 @@ func (c CORS) wildcard() bool {
 // with "://" is matched against the origin's scheme://host, "*" against any host.
 func (c CORS) websocketPatterns() []string { return c.Origins }
 
-// sameOrigin reports whether origin is the endpoint's own, as browsers and
-// github.com/coder/websocket judge it from the Host header.
-func sameOrigin(r *http.Request, origin string) bool {
+// sameOrigin reports whether origin is the endpoint's own: the scheme it is served under
+// (https over TLS, see servedOverTLS; else http) and the host and port of the Host header,
+// which the Host allowlist vouches for (withAllowedHosts). A page on the plain http origin of
+// an https server's name, which a network attacker can write, is therefore a cross-origin
+// caller.
+func sameOrigin(r *http.Request, origin string, proxied bool) bool {
 	u, err := url.Parse(origin)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+	if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+		return false
+	}
+	own := "http"
+	if servedOverTLS(r, proxied) {
+		own = "https"
+	}
+	return strings.EqualFold(u.Scheme, own)
+}
+
+// servedOverTLS reports whether the client reached the server over TLS: the connection's own,
+// or, behind a trusted proxy (Options.TrustedProxyHeader set), the last value of the
+// X-Forwarded-Proto header the proxy sets. Behind a TLS-terminating proxy that sends no
+// X-Forwarded-Proto, the https origin of the server's own name counts as another origin:
+// list it in CORS.Origins.
+func servedOverTLS(r *http.Request, proxied bool) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if !proxied {
+		return false
+	}
+	values := r.Header.Values("X-Forwarded-Proto")
+	if len(values) == 0 {
+		return false
+	}
+	protos := strings.Split(values[len(values)-1], ",")
+	return strings.EqualFold(strings.TrimSpace(protos[len(protos)-1]), "https")
 }
 
 // Answers of CORS preflights: the methods and request headers of GraphQL over HTTP, and the
@@ -109,7 +163,8 @@ const (
 // mutations never run over GET (405), so a page on an origin that is not allowed can make
 // the server run nothing but a query whose answer its browser withholds. A WebSocket
 // handshake from an origin that is not allowed is refused (403).
-func withCORS(next http.Handler, c CORS) http.Handler {
+// proxied says that requests come through a trusted proxy (see servedOverTLS).
+func withCORS(next http.Handler, c CORS, proxied bool) http.Handler {
 	if c.MaxAge <= 0 {
 		c.MaxAge = defaultPreflightMaxAge
 	}
@@ -121,7 +176,7 @@ func withCORS(next http.Handler, c CORS) http.Handler {
 			h.Add("Vary", "Origin")
 		}
 		origin := r.Header.Get("Origin")
-		if origin == "" || sameOrigin(r, origin) {
+		if origin == "" || sameOrigin(r, origin, proxied) {
 			next.ServeHTTP(w, r)
 			return
 		}

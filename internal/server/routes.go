@@ -22,7 +22,7 @@ type Handlers struct {
 func Build(res *gql.Resolver, opts Options) Handlers {
 	opts.setDefaults()
 	obs := newObserver(&opts)
-	api := GraphQL(res, &opts)
+	api := withAllowedHosts(GraphQL(res, &opts), opts.AllowedHosts)
 	public := apiRoutes(api, opts.Health)
 	if !opts.AdminSeparate {
 		adminRoutes(public, &opts)
@@ -34,7 +34,9 @@ func Build(res *gql.Resolver, opts Options) Handlers {
 }
 
 // apiRoutes are the endpoint and the probes: /livez answers while the process serves,
-// /readyz (and /healthz, its older name) when its dependencies answer too.
+// /readyz (and /healthz, its older name) when its dependencies answer too. The probes answer
+// whatever the Host header (orchestrators address a server by its IP); the endpoint comes
+// behind the Host allowlist.
 func apiRoutes(api http.Handler, health map[string]healthCheck) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/query", api)
@@ -45,10 +47,12 @@ func apiRoutes(api http.Handler, health map[string]healthCheck) *http.ServeMux {
 	return mux
 }
 
+// adminRoutes add /metrics and the playground, behind the Host allowlist.
 func adminRoutes(mux *http.ServeMux, opts *Options) {
-	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
+	metrics := promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})
+	mux.Handle("GET /metrics", withAllowedHosts(metrics, opts.AllowedHosts))
 	if opts.Playground != nil {
-		mux.Handle("/", opts.Playground)
+		mux.Handle("/", withAllowedHosts(opts.Playground, opts.AllowedHosts))
 	}
 }
 

@@ -65,6 +65,10 @@ type Options struct {
 	// CORS lists the browser origins, besides the endpoint's own, that may call the endpoint
 	// over HTTP and open its WebSocket. MaxBodyBytes also bounds WebSocket messages.
 	CORS CORS
+	// AllowedHosts lists the host names (Host header, any port) the server answers for at the
+	// endpoint, the playground and /metrics; others get 421 HOST_NOT_ALLOWED there (the probes
+	// answer any, see apiRoutes). Nil: any host.
+	AllowedHosts []string
 	// WebsocketSubscriptions caps the subscriptions running on one WebSocket connection (10);
 	// WebsocketConnections caps the open connections of one client address (50).
 	WebsocketSubscriptions, WebsocketConnections int
@@ -120,6 +124,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 	srv.SetQueryCache(queries)
 	srv.Use(persistedLookup{opts.Persisted}) // first: the limits apply to the document it finds
 	srv.Use(documentLimits{DocumentLimits: opts.Limits, accepted: queries})
+	srv.Use(&intVariables{parsed: queries})
 	// gqlparser's own hints are off in both modes: with suggestions on, validationRules adds
 	// bounded ones (gqlgen's switch, on, would bring back gqlparser's FieldsOnCorrectType and
 	// its unbounded comparisons).
@@ -156,7 +161,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 
 	var h http.Handler = srv
 	h = withRequestContext(h, res.Auth, opts.Logger, opts)
-	return withCORS(h, opts.CORS) // outermost: refusals (429, 503) must reach the page too
+	return withCORS(h, opts.CORS, opts.TrustedProxyHeader != "") // outermost: refusals (429, 503) must reach the page too
 }
 
 // healthHandler answers 200 when every check passes within 2 s, else 503; the body names each

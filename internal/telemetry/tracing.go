@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -66,7 +67,11 @@ func StartTracing(ctx context.Context, o TracingOptions) (*Tracing, error) {
 	if o.ServiceName == "" {
 		o.ServiceName = "surge"
 	}
-	exporter, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
+	client, err := newOTLPHTTP(endpoint, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	exporter, err := otlptrace.New(ctx, client)
 	if err != nil {
 		return nil, fmt.Errorf("OTLP exporter: %w", err)
 	}

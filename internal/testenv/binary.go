@@ -52,6 +52,9 @@ func RemoveSurgeBinary() {
 	}
 }
 
+// GoCommand is the go tool the tests build with (see goCommand), for tests that run it.
+func GoCommand() string { return goCommand() }
+
 // goCommand is the go tool: on PATH, else under GOROOT (a missing one fails the build with
 // its name).
 func goCommand() string {

@@ -14,11 +14,12 @@ type Proxy struct {
 	Addr   string // where clients connect
 	target string
 
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[net.Conn]bool
-	wg     sync.WaitGroup
-	thawed chan struct{} // closed while traffic flows; a fresh one while frozen
+	mu       sync.Mutex
+	ln       net.Listener
+	conns    map[net.Conn]bool
+	accepted int
+	wg       sync.WaitGroup
+	thawed   chan struct{} // closed while traffic flows; a fresh one while frozen
 }
 
 // NewProxy starts a proxy to target on a free loopback port; it stops at cleanup.
@@ -74,7 +75,16 @@ func (p *Proxy) track(c ...net.Conn) bool {
 	for _, x := range c {
 		p.conns[x] = true
 	}
+	p.accepted++
 	return true
+}
+
+// Accepted is how many connections the proxy has forwarded so far: whether a client used the
+// address it was given.
+func (p *Proxy) Accepted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.accepted
 }
 
 func (p *Proxy) pipe(dst, src net.Conn) {

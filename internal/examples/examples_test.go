@@ -1,0 +1,195 @@
+// Package examples_test checks that the libraries' examples work when copied out of the
+// repository, as a reader of their documentation would copy them.
+package examples_test
+
+import (
+	"bytes"
+	"context"
+	"go/ast"
+	"go/doc"
+	"go/format"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/surgekit/surge/internal/testenv"
+)
+
+// The packages whose examples a reader copies: the libraries of the repository.
+var libraries = []string{"cache", "idgen", "lock"}
+
+// example is one Example function as a program of its own.
+type example struct {
+	name    string // cache.ExampleCache_GetOrLoad
+	dir     string // its directory in the scratch module
+	program *ast.File
+	fset    *token.FileSet
+	output  string // its // Output: comment
+	checked bool   // it has one (else it is only compiled)
+}
+
+// programs turns each example of the library in dir into a main package, the way go/doc does
+// for the documentation's "run" button (Example.Play): the body as main, with the imports and
+// the file's declarations it uses. An example that needs anything else of the test files
+// (another file's helper, an internal package) cannot be copied and has no program.
+func programs(t *testing.T, root, lib string) []example {
+	t.Helper()
+	fset := token.NewFileSet()
+	dir := filepath.Join(root, lib)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []*ast.File
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Name.Name == lib+"_test" { // the examples live in the external test package
+			files = append(files, f)
+		}
+	}
+	var out []example
+	for _, ex := range doc.Examples(files...) {
+		name := lib + ".Example" + ex.Name
+		if ex.Name == "" {
+			name = lib + ".Example"
+		}
+		if ex.Play == nil {
+			t.Errorf("%s cannot be copied as shown: it uses something besides its own file's declarations and importable packages", name)
+			continue
+		}
+		out = append(out, example{name: name, dir: strings.ReplaceAll(name, ".", "_"), program: ex.Play, fset: fset,
+			output: strings.TrimSpace(ex.Output), checked: ex.Output != "" || ex.EmptyOutput})
+	}
+	if len(out) == 0 {
+		t.Errorf("%s: no examples found", lib)
+	}
+	return out
+}
+
+// Issue 23, item 8: every example of cache, idgen and lock builds as a program in a module of
+// its own outside the repository (which requires github.com/surgekit/surge, replaced by this
+// checkout; offline: only the module cache), and prints what its Output comment says when run
+// with the services named by the variables the examples read: SURGE_TEST_REDIS_ADDR,
+// SURGE_TEST_MYSQL_DSN, SURGE_TEST_REDIS_CLUSTER_ADDRS. Each address is a proxy that counts
+// connections, so an example that talks to Redis or a database is seen to use the address it
+// was given rather than one written into it.
+func TestExamplesBuildAndRunOutsideTheRepository(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scratch := t.TempDir()
+	var all []example
+	for _, lib := range libraries {
+		all = append(all, programs(t, root, lib)...)
+	}
+	for _, ex := range all {
+		var b bytes.Buffer
+		if err := format.Node(&b, ex.fset, ex.program); err != nil {
+			t.Fatalf("%s: %v", ex.name, err)
+		}
+		if err := os.MkdirAll(filepath.Join(scratch, ex.dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(scratch, ex.dir, "main.go"), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mod := "module example.test/copied\n\ngo 1.26\n\nrequire github.com/surgekit/surge v0.0.0\n\nreplace github.com/surgekit/surge => " + strconv.Quote(root) + "\n"
+	if err := os.WriteFile(filepath.Join(scratch, "go.mod"), []byte(mod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(scratch, "go.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// -mod=mod lets go add the requirements the programs import (go-redis, the MySQL driver)
+	// at the versions surge's go.mod gives; GOPROXY=off keeps it to the module cache.
+	bin := filepath.Join(scratch, "bin")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, testenv.GoCommand(), "build", "-o", bin+string(filepath.Separator), "./...")
+	build.Dir = scratch
+	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod -buildvcs=false", "GOPROXY=off", "GOWORK=off", "GOSUMDB=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("the examples do not build outside the repository: %v\n%s", err, out)
+	}
+
+	// The services, each behind a counting proxy: a private Redis (the examples use fixed key
+	// names, which the packages' own example tests use on the shared Redis at the same time),
+	// a fresh database, and the shared cluster.
+	redisProxy := testenv.NewProxy(t, testenv.StartRedis(t).Addr)
+	cfg, err := mysql.ParseDSN(testenv.MySQL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mysqlProxy := testenv.NewProxy(t, cfg.Addr)
+	cfg.Addr = mysqlProxy.Addr
+	testenv.Cluster(t) // fails the test with how to start it if it is not running
+	clusterProxy := testenv.NewProxy(t, testenv.ClusterAddrs()[0])
+	env := append(os.Environ(),
+		"SURGE_TEST_REDIS_ADDR="+redisProxy.Addr,
+		"SURGE_TEST_MYSQL_DSN="+cfg.FormatDSN(),
+		"SURGE_TEST_REDIS_CLUSTER_ADDRS="+clusterProxy.Addr)
+
+	for _, ex := range all {
+		t.Run(ex.name, func(t *testing.T) {
+			before := redisProxy.Accepted() + clusterProxy.Accepted()
+			beforeSQL := mysqlProxy.Accepted()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			run := exec.CommandContext(ctx, filepath.Join(bin, filepath.Base(ex.dir)))
+			run.Env = env
+			var stderr bytes.Buffer
+			run.Stderr = &stderr
+			out, err := run.Output()
+			if err != nil {
+				t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
+			}
+			if got := strings.TrimSpace(string(out)); ex.checked && got != ex.output {
+				t.Errorf("printed\n%s\nwant (its Output comment)\n%s", got, ex.output)
+			}
+			imports := importPaths(ex.program)
+			if slices.Contains(imports, "github.com/redis/go-redis/v9") && redisProxy.Accepted()+clusterProxy.Accepted() == before {
+				t.Errorf("it uses Redis but not through SURGE_TEST_REDIS_ADDR or SURGE_TEST_REDIS_CLUSTER_ADDRS")
+			}
+			if slices.Contains(imports, "database/sql") && mysqlProxy.Accepted() == beforeSQL {
+				t.Errorf("it uses a database but not through SURGE_TEST_MYSQL_DSN")
+			}
+		})
+	}
+}
+
+// importPaths lists the imports of a program (go/doc's synthesized file has them in its
+// declarations only, not in File.Imports).
+func importPaths(f *ast.File) []string {
+	var paths []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		if s, ok := n.(*ast.ImportSpec); ok {
+			if p, err := strconv.Unquote(s.Path.Value); err == nil {
+				paths = append(paths, p)
+			}
+		}
+		return true
+	})
+	return paths
+}
