@@ -32,7 +32,7 @@ func fetch(t *testing.T, method, url, body string, header ...string) (*http.Resp
 
 // TestAdminListenerProbesAndLogs: with SURGE_ADMIN_ADDR the public listener serves the API
 // and the probes but neither /metrics nor the playground, which the admin listener serves
-// (with /query, for the playground); /livez and /readyz answer; X-Request-Id is honoured
+// (with /query, for the playground) and Go's profiles under /debug/pprof/; /livez and /readyz answer; X-Request-Id is honoured
 // when usable and echoed, else replaced; SURGE_LOG_FORMAT=json makes every stderr line JSON,
 // with one access-log line per request carrying its request id.
 func TestAdminListenerProbesAndLogs(t *testing.T) {
@@ -56,6 +56,12 @@ func TestAdminListenerProbesAndLogs(t *testing.T) {
 		{admin, http.MethodGet, "", http.StatusOK},
 		{admin + "readyz", http.MethodGet, "", http.StatusOK},
 		{admin + "query", http.MethodPost, query, http.StatusOK},
+		// Go's profiles, the execution trace among them, on the admin listener only
+		{public + "debug/pprof/", http.MethodGet, "", http.StatusNotFound},
+		{public + "debug/pprof/trace?seconds=0.1", http.MethodGet, "", http.StatusNotFound},
+		{admin + "debug/pprof/", http.MethodGet, "", http.StatusOK},
+		{admin + "debug/pprof/trace?seconds=0.1", http.MethodGet, "", http.StatusOK},
+		{admin + "debug/pprof/goroutine?debug=1", http.MethodGet, "", http.StatusOK},
 	} {
 		if resp, body := fetch(t, c.method, c.url, c.body); resp.StatusCode != c.want {
 			t.Errorf("%s %s: %d %.200s, want %d", c.method, c.url, resp.StatusCode, body, c.want)

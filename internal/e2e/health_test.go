@@ -62,6 +62,9 @@ func TestMetricsExposed(t *testing.T) {
 		`surge_graphql_errors_total{code="BAD_USER_INPUT"} 1`,
 		`surge_graphql_duration_seconds_bucket`,
 		`go_goroutines`,
+		// what explains a latency tail: waits for a CPU and GC stops (issue 24)
+		`go_sched_latencies_seconds_bucket`,
+		`go_sched_pauses_total_gc_seconds_bucket`,
 	} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"regexp"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -30,9 +31,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"type"}),
 	}
 	reg.MustRegister(m.ops, m.errors, m.duration,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(tailMetrics)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// tailMetrics are the Go runtime's histograms that explain a latency tail: how long runnable
+// goroutines waited for a CPU (go_sched_latencies_seconds) and how long the GC stopped the
+// world (go_sched_pauses_total_gc_seconds), besides the default Go collector's gauges.
+var tailMetrics = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/(latencies|pauses/total/gc):seconds$`)}
 
 func (m *metrics) aroundResponses(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
 	start := time.Now()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -13,8 +14,9 @@ type Handlers struct {
 	// Public serves /query, the health endpoints and, unless AdminSeparate, /metrics and the
 	// playground.
 	Public http.Handler
-	// Admin serves /metrics, the playground, /query (the playground's endpoint) and the
-	// health endpoints, for a listener of its own that only operators reach.
+	// Admin serves /metrics, the playground, /query (the playground's endpoint), the health
+	// endpoints and Go's profiles (/debug/pprof/), for a listener of its own that only
+	// operators reach.
 	Admin http.Handler
 }
 
@@ -30,6 +32,7 @@ func Build(res *gql.Resolver, opts Options) Handlers {
 	}
 	admin := apiRoutes(api, opts.Health)
 	adminRoutes(admin, &opts)
+	profilingRoutes(admin, &opts)
 	return Handlers{Public: obs.wrap(public), Admin: obs.wrap(admin)}
 }
 
@@ -53,6 +56,18 @@ func adminRoutes(mux *http.ServeMux, opts *Options) {
 	mux.Handle("GET /metrics", withAllowedHosts(metrics, opts.AllowedHosts))
 	if opts.Playground != nil {
 		mux.Handle("/", withAllowedHosts(opts.Playground, opts.AllowedHosts))
+	}
+}
+
+// profilingRoutes add Go's profiles under /debug/pprof/ (CPU, heap, goroutines, and the
+// execution trace that shows what a slow request waited for: the scheduler, the GC, a
+// syscall), on the admin listener only: a profile costs CPU and shows the process's insides.
+func profilingRoutes(mux *http.ServeMux, opts *Options) {
+	mux.Handle("GET /debug/pprof/", withAllowedHosts(http.HandlerFunc(pprof.Index), opts.AllowedHosts))
+	for name, h := range map[string]http.HandlerFunc{
+		"cmdline": pprof.Cmdline, "profile": pprof.Profile, "symbol": pprof.Symbol, "trace": pprof.Trace,
+	} {
+		mux.Handle("GET /debug/pprof/"+name, withAllowedHosts(h, opts.AllowedHosts))
 	}
 }
 
