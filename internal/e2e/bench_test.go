@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -155,9 +156,14 @@ func postConcurrently(b *testing.B, url string, tokens []string, body []byte) {
 		_ = pprof.StartCPUProfile(out)
 		defer pprof.StopCPUProfile()
 	}
-	cpuBefore := processCPU()
+	cpuBefore, gcBefore := processCPU(), gcWork()
 	b.ResetTimer()
-	defer func() { b.ReportMetric(float64(processCPU()-cpuBefore)/float64(b.N), "cpu-ns/op") }()
+	defer func() {
+		b.ReportMetric(float64(processCPU()-cpuBefore)/float64(b.N), "cpu-ns/op")
+		gc := gcWork().minus(gcBefore)
+		b.ReportMetric(gc.cpuSeconds*1e9/float64(b.N), "gc-cpu-ns/op")
+		b.ReportMetric(gc.cycles*1000/float64(b.N), "gc/1k-op")
+	}()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := int(next.Add(1)-1) % len(tokens)
@@ -177,6 +183,20 @@ func postConcurrently(b *testing.B, url string, tokens []string, body []byte) {
 			}
 		}
 	})
+}
+
+// gcCost is what the garbage collector has done: the CPU the runtime estimates it used
+// (background marking, assists, pauses) and its cycles. Part of where a request's time goes.
+type gcCost struct{ cpuSeconds, cycles float64 }
+
+func (c gcCost) minus(o gcCost) gcCost {
+	return gcCost{c.cpuSeconds - o.cpuSeconds, c.cycles - o.cycles}
+}
+
+func gcWork() gcCost {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return gcCost{s[0].Value.Float64(), float64(s[1].Value.Uint64())}
 }
 
 // processCPU is the CPU time this process (server and clients) has used, in nanoseconds: per
