@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/surgekit/surge/ent/seckillorder"
 	"github.com/surgekit/surge/internal/testenv"
 	"github.com/surgekit/surge/lua"
@@ -22,11 +24,12 @@ func (e *env) bucketVoucher(stock, k int) int {
 	return v.ID
 }
 
-// bucketKeys are the keys of a voucher's k buckets.
+// bucketKeys are the keys of a voucher's k buckets (under e.ns, the namespace of the test's
+// services if it set one).
 func (e *env) bucketKeys(v, k int) []seckill.Keys {
 	out := make([]seckill.Keys, k)
 	for b := range out {
-		out[b] = seckill.BucketKeysOf(e.prefix, v, b)
+		out[b] = seckill.BucketKeysOf(seckill.KeyPrefix(e.ns, e.prefix), v, b)
 	}
 	return out
 }
@@ -80,6 +83,9 @@ func checkBuckets(t *testing.T, e *env, s *seckill.Service, v, k, stock int, use
 	}
 	if buyers < st.orders {
 		t.Errorf("buckets hold %d buyers, %d orders", buyers, st.orders)
+	}
+	if r := reconcile(t, s, v, false); !r.OK() {
+		t.Errorf("reconcile over %d buckets: %q (notes %q)", k, r.Problems, r.Notes)
 	}
 }
 
@@ -258,4 +264,78 @@ func TestBorrowCrashWindow(t *testing.T) {
 	if _, err := s.Grab(ctx, c, v); err != nil {
 		t.Errorf("C's grab after the undo: %v", err)
 	}
+}
+
+// TestBucketMasterFlushed: one master of the Cluster loses this deployment's data in the
+// middle of a sale of a 3-bucket voucher (its keys there are deleted: the bucket on it, and
+// whatever else of the deployment hashed there, the order id counter perhaps). The buckets
+// rebuild from the database, no order id is handed out twice, nobody gets two orders and
+// no unit is sold twice.
+func TestBucketMasterFlushed(t *testing.T) {
+	rdb := testenv.Cluster(t)
+	e := newEnv(t, rdb)
+	e.ns = "bf" + testenv.Phone()
+	opts := seckill.Options{Namespace: e.ns}
+	services := []*seckill.Service{e.service(opts), e.service(opts)}
+	e.consume(services[0])
+	e.consume(services[1])
+	const k, stock = 3, 300
+	users := e.users(700)
+	v := e.bucketVoucher(stock, k)
+	tl := storm(t, services, users[:150], v)
+	e.bucketsDrained(v, k, 60*time.Second)
+
+	ctx := context.Background()
+	victim := e.masterOf(e.bucketKeys(v, k)[1].Stock)
+	deleted := 0
+	err := rdb.(*redis.ClusterClient).ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		if node.Options().Addr != victim {
+			return nil
+		}
+		iter := node.Scan(ctx, 0, e.ns+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := node.Del(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+			deleted++
+		}
+		return iter.Err()
+	})
+	if err != nil || deleted == 0 {
+		t.Fatalf("flushing the deployment's keys on %s: %d deleted, %v", victim, deleted, err)
+	}
+	t.Logf("deleted %d keys of the deployment on master %s", deleted, victim)
+
+	tl2 := storm(t, services, users[150:], v)
+	e.bucketsDrained(v, k, 60*time.Second)
+	tl.admitted.Add(tl2.admitted.Load())
+	for id, u := range tl2.orders {
+		if prev, ok := tl.orders[id]; ok {
+			t.Errorf("order id %d handed out before and after the flush (users %d and %d)", id, prev, u)
+		}
+		tl.orders[id] = u
+	}
+	checkSale(t, e, v, stock, users, tl, false)
+	e.reconciled(services[0], v)
+}
+
+// masterOf is the address of the master serving key's slot.
+func (e *env) masterOf(key string) string {
+	e.t.Helper()
+	ctx := context.Background()
+	slot, err := e.rdb.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	slots, err := e.rdb.ClusterSlots(ctx).Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, s := range slots {
+		if int64(s.Start) <= slot && slot <= int64(s.End) {
+			return s.Nodes[0].Addr
+		}
+	}
+	e.t.Fatalf("no master serves slot %d", slot)
+	return ""
 }
