@@ -6333,7 +6333,7 @@ func (ec *executionContext) unmarshalInputCreateVoucherInput(ctx context.Context
 		asMap["status"] = "ACTIVE"
 	}
 
-	fieldsInOrder := [...]string{"shopID", "title", "subtitle", "rules", "payValue", "actualValue", "kind", "status", "stock", "beginAt", "endAt"}
+	fieldsInOrder := [...]string{"shopID", "title", "subtitle", "rules", "payValue", "actualValue", "kind", "status", "stock", "beginAt", "endAt", "buckets"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -6417,6 +6417,13 @@ func (ec *executionContext) unmarshalInputCreateVoucherInput(ctx context.Context
 				return it, err
 			}
 			it.EndAt = data
+		case "buckets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("buckets"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Buckets = data
 		}
 	}
 	return it, nil
@@ -8463,7 +8470,7 @@ func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"title", "subtitle", "rules", "payValue", "actualValue", "status", "stock", "addStock", "beginAt", "endAt"}
+	fieldsInOrder := [...]string{"title", "subtitle", "rules", "payValue", "actualValue", "status", "stock", "addStock", "beginAt", "endAt", "buckets"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -8540,6 +8547,13 @@ func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context
 				return it, err
 			}
 			it.EndAt = data
+		case "buckets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("buckets"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Buckets = data
 		}
 	}
 	return it, nil
