@@ -71,7 +71,7 @@ func (a *admission) grab(ctx context.Context, userID, voucherID int) (Admission,
 	}
 	// The user's own bucket decides (a voucher without buckets has one: its own keys); told
 	// watches the bucket whose stream holds the order.
-	home := bucketRef(voucherID, homeBucket(userID, k))
+	home := bucketRef(voucherID, homeBucket(userID, k), k)
 	r, err := a.admit(ctx, home, userID, orderID)
 	queuedIn := home
 	if err == nil && r.Outcome == lua.GrabSoldOut && k > 1 {

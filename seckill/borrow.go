@@ -64,7 +64,7 @@ type borrower struct {
 // a grab.
 func (b *borrower) borrow(ctx context.Context, voucherID, k, userID int, orderID int64) (lua.GrabReply, int, error) {
 	r, donor, err := b.borrowFrom(ctx, voucherID, k, userID, orderID)
-	return r, bucketRef(voucherID, donor), err
+	return r, bucketRef(voucherID, donor, k), err
 }
 
 func (b *borrower) borrowFrom(ctx context.Context, voucherID, k, userID int, orderID int64) (lua.GrabReply, int, error) {
@@ -79,7 +79,7 @@ func (b *borrower) borrowFrom(ctx context.Context, voucherID, k, userID int, ord
 	notAfter := time.Now().Add(borrowTimeout)
 	now := b.clock()
 	home := homeBucket(userID, k)
-	hk := b.keys.script(bucketRef(voucherID, home))
+	hk := b.keys.script(bucketRef(voucherID, home, k))
 	r, err := redisctx.Do(ctx, b.rdb, func(ctx context.Context) (lua.GrabReply, error) {
 		return lua.BorrowReserve(ctx, b.rdb, hk, now, userID, orderID, notAfter)
 	})
@@ -90,7 +90,7 @@ func (b *borrower) borrowFrom(ctx context.Context, voucherID, k, userID int, ord
 	first := rand.IntN(k - 1) // donors in a random order: borrowers spread over them
 	for i := range k - 1 {
 		donor = (home + 1 + (first+i)%(k-1)) % k
-		dk := b.keys.script(bucketRef(voucherID, donor))
+		dk := b.keys.script(bucketRef(voucherID, donor, k))
 		t, err := redisctx.Do(ctx, b.rdb, func(ctx context.Context) (lua.GrabReply, error) {
 			return lua.BorrowTake(ctx, b.rdb, dk, now, userID, orderID, notAfter)
 		})
@@ -155,7 +155,7 @@ func (b *borrower) resolveBorrows(ctx context.Context, voucherID, k int, now tim
 	var out BorrowsEnded
 	var errs []error
 	for h := range k {
-		hk := b.keys.script(bucketRef(voucherID, h))
+		hk := b.keys.script(bucketRef(voucherID, h, k))
 		intents, err := b.rdb.HGetAll(ctx, hk.Borrows).Result()
 		if err != nil {
 			errs = append(errs, err)
@@ -194,7 +194,7 @@ func (b *borrower) resolveBorrows(ctx context.Context, voucherID, k int, now tim
 // lent reports whether any bucket lent a unit to the order.
 func (b *borrower) lent(ctx context.Context, voucherID, k int, order string) (bool, error) {
 	for d := range k {
-		ok, err := b.rdb.HExists(ctx, b.keys.sale(bucketRef(voucherID, d)).Lent, order).Result()
+		ok, err := b.rdb.HExists(ctx, b.keys.sale(bucketRef(voucherID, d, k)).Lent, order).Result()
 		if err != nil {
 			return false, err
 		}

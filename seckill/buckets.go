@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,17 +29,23 @@ import (
 // maxBuckets bounds a voucher's buckets (the ent schema's range).
 const maxBuckets = 64
 
-// bucketShift places the bucket number above any voucher id in a bucket reference.
-const bucketShift = 48
+// A bucket reference packs the voucher id (low 48 bits), the bucket and the voucher's bucket
+// count, negated.
+const (
+	bucketShift = 48
+	countShift  = 55
+	refMask     = 1<<7 - 1
+)
 
-// bucketRef names bucket b of a voucher where the code handles a voucher id: bucket 0 is the
-// voucher id itself (a voucher without buckets is unchanged), bucket b > 0 a negative number
-// no voucher id can be.
-func bucketRef(voucherID, bucket int) int {
+// bucketRef names bucket b of a voucher with k buckets where the code handles a voucher id:
+// bucket 0 is the voucher id itself (a voucher without buckets is unchanged), bucket b > 0 a
+// negative number no voucher id can be. The count is in it because a bucket's hash tag
+// depends on it (bucketTag).
+func bucketRef(voucherID, bucket, k int) int {
 	if bucket == 0 {
 		return voucherID
 	}
-	return -(bucket<<bucketShift | voucherID)
+	return -(k<<countShift | bucket<<bucketShift | voucherID)
 }
 
 // voucherOf is the voucher a bucket reference (or a voucher id) belongs to.
@@ -54,7 +61,77 @@ func bucketOf(ref int) int {
 	if ref >= 0 {
 		return 0
 	}
-	return (-ref) >> bucketShift
+	return (-ref) >> bucketShift & refMask
+}
+
+// countOf is the bucket count a reference was made with (1 for a voucher id).
+func countOf(ref int) int {
+	if ref >= 0 {
+		return 1
+	}
+	return (-ref) >> countShift & refMask
+}
+
+// bucketTag is the hash tag of bucket b > 0 of k: "<voucherId>.<b>.<n>" with the smallest n
+// that puts the tag's slot in the b-th of the k-1 parts of the slot range that bucket 0's slot
+// ({<voucherId>}) leaves free. A Cluster whose masters hold equal runs of slots (what
+// redis-cli --cluster create makes) so gets the buckets spread over its masters, where plain
+// {<voucherId>.<b>} tags would often share one (all three of a K = 3 voucher, one time in
+// nine). Computed once per bucket (tags).
+func bucketTag(voucherID, b, k int) string {
+	v := strconv.Itoa(voucherID)
+	part := func(slot int) int { return slot * k / clusterSlots }
+	home := part(keySlot(v))
+	want := b - 1 // the (b-1)-th part other than home's
+	if want >= home {
+		want++
+	}
+	for n := 0; ; n++ {
+		tag := v + "." + strconv.Itoa(b) + "." + strconv.Itoa(n)
+		if part(keySlot(tag)) == want || n >= 1<<16 {
+			return tag
+		}
+	}
+}
+
+// tags caches bucketTag by bucket reference, up to maxTags (then it starts over).
+var (
+	tags    sync.Map
+	tagsLen atomic.Int64
+)
+
+const maxTags = 100_000
+
+func cachedTag(ref int) string {
+	if t, ok := tags.Load(ref); ok {
+		return t.(string)
+	}
+	t := bucketTag(voucherOf(ref), bucketOf(ref), countOf(ref))
+	if tagsLen.Add(1) > maxTags {
+		tags.Clear()
+		tagsLen.Store(1)
+	}
+	tags.Store(ref, t)
+	return t
+}
+
+// clusterSlots is Redis Cluster's number of hash slots.
+const clusterSlots = 16384
+
+// keySlot is Redis Cluster's slot of a hash tag's content (CRC16/XMODEM mod 16384).
+func keySlot(tag string) int {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % clusterSlots
 }
 
 // homeBucket is the bucket that holds a user's buyer record among k: a hash of the user id,
@@ -72,7 +149,7 @@ func homeBucket(userID, k int) int {
 func bucketRefs(voucherID, k int) []int {
 	out := make([]int, max(k, 1))
 	for b := range out {
-		out[b] = bucketRef(voucherID, b)
+		out[b] = bucketRef(voucherID, b, k)
 	}
 	return out
 }
@@ -154,7 +231,7 @@ func bucketStock(ctx context.Context, rdb redis.UniversalClient, keys keyspace, 
 	cmds := make([]*redis.StringCmd, k)
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := range k {
-			cmds[b] = p.Get(ctx, keys.sale(bucketRef(voucherID, b)).Stock)
+			cmds[b] = p.Get(ctx, keys.sale(bucketRef(voucherID, b, k)).Stock)
 		}
 		return nil
 	})
@@ -173,4 +250,21 @@ func bucketStock(ctx context.Context, rdb redis.UniversalClient, keys keyspace, 
 		sum += n
 	}
 	return sum, nil
+}
+
+// BucketCountKey is the key holding a voucher's bucket count under a key prefix (KeyPrefix's
+// result), for tools that clean up after a sale.
+func BucketCountKey(keyPrefix string, voucherID int) string {
+	return keyspace{keys: keyPrefix}.bucketsKey(voucherID)
+}
+
+// RegistryMembers are the registry entries (RegistryKey) of a voucher with k buckets: its id,
+// and a reference per further bucket.
+func RegistryMembers(voucherID, k int) []string {
+	refs := bucketRefs(voucherID, k)
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		out[i] = strconv.Itoa(r)
+	}
+	return out
 }

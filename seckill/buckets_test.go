@@ -29,7 +29,7 @@ func (e *env) bucketVoucher(stock, k int) int {
 func (e *env) bucketKeys(v, k int) []seckill.Keys {
 	out := make([]seckill.Keys, k)
 	for b := range out {
-		out[b] = seckill.BucketKeysOf(seckill.KeyPrefix(e.ns, e.prefix), v, b)
+		out[b] = seckill.BucketKeysOf(seckill.KeyPrefix(e.ns, e.prefix), v, b, k)
 	}
 	return out
 }
@@ -142,34 +142,32 @@ func TestBucketsExact(t *testing.T) {
 	}
 }
 
-// TestBucketKeys: bucket 0 keeps a voucher's own keys, the others their own hash tag, and the
-// buckets of a 6-bucket voucher spread over more than one master.
+// TestBucketKeys: bucket 0 keeps a voucher's own keys, the others a hash tag of their own whose
+// slot (computed in Go) is the one the Cluster computes, and the K buckets of a voucher land on
+// K different masters of the local 3-master Cluster for K = 3, on all three for K = 6.
 func TestBucketKeys(t *testing.T) {
-	if got := seckill.BucketKeysOf("p", 42, 0); got != seckill.KeysOf("p", 42) {
+	if got := seckill.BucketKeysOf("p", 42, 0, 3); got != seckill.KeysOf("p", 42) {
 		t.Errorf("bucket 0 keys %+v, want the voucher's %+v", got, seckill.KeysOf("p", 42))
 	}
-	if got := seckill.BucketKeysOf("p", 42, 2).Stock; got != "p:{42.2}:stock" {
-		t.Errorf("bucket 2 stock key %q", got)
-	}
 	rdb := testenv.Cluster(t)
-	masters := map[string]bool{}
-	for b := range 6 {
-		slot, err := rdb.ClusterKeySlot(context.Background(), seckill.BucketKeysOf("p", 42, b).Stock).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		slots, err := rdb.ClusterSlots(context.Background()).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range slots {
-			if int64(s.Start) <= slot && slot <= int64(s.End) {
-				masters[s.Nodes[0].Addr] = true
+	e := &env{t: t, rdb: rdb}
+	for v := 1; v <= 40; v++ {
+		for _, k := range []int{3, 6} {
+			masters := map[string]int{}
+			for b := range k {
+				masters[e.masterOf(seckill.BucketKeysOf("p", v*7919, b, k).Stock)]++
+			}
+			if len(masters) != 3 {
+				t.Errorf("voucher %d, K=%d: buckets on %d masters (%v), want 3", v*7919, k, len(masters), masters)
+			}
+			if k == 6 {
+				for m, n := range masters {
+					if n != 2 {
+						t.Errorf("voucher %d, K=6: %d buckets on %s, want 2", v*7919, n, m)
+					}
+				}
 			}
 		}
-	}
-	if len(masters) < 2 {
-		t.Errorf("6 buckets on %d master(s)", len(masters))
 	}
 }
 

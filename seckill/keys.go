@@ -22,14 +22,14 @@ type Keys struct {
 // KeysOf returns the keys of a voucher's sale under a prefix (Options.Prefix, "seckill").
 func KeysOf(prefix string, voucherID int) Keys { return keysOfTag(prefix, strconv.Itoa(voucherID)) }
 
-// BucketKeysOf returns the keys of one stock bucket of a voucher split into buckets: bucket 0
-// has the voucher's own keys (KeysOf), bucket b > 0 the hash tag {<voucherId>.<b>}, so the
-// buckets land on different Cluster slots.
-func BucketKeysOf(prefix string, voucherID, bucket int) Keys {
-	if bucket == 0 {
+// BucketKeysOf returns the keys of bucket b of a voucher split into k stock buckets: bucket 0
+// has the voucher's own keys (KeysOf), bucket b > 0 a hash tag of its own, {<voucherId>.<b>.<n>},
+// chosen so that the buckets spread over the slot range (see bucketTag in buckets.go).
+func BucketKeysOf(prefix string, voucherID, b, k int) Keys {
+	if b == 0 {
 		return KeysOf(prefix, voucherID)
 	}
-	return keysOfTag(prefix, strconv.Itoa(voucherID)+"."+strconv.Itoa(bucket))
+	return keysOfTag(prefix, cachedTag(bucketRef(voucherID, b, k)))
 }
 
 func keysOfTag(prefix, tag string) Keys {
@@ -72,7 +72,10 @@ func newKeyspace(o *Options) keyspace {
 // sale is the keys of a voucher's sale, or of one of its stock buckets when voucherID is a
 // bucket reference (bucketRef in buckets.go).
 func (ks keyspace) sale(voucherID int) Keys {
-	return BucketKeysOf(ks.keys, voucherOf(voucherID), bucketOf(voucherID))
+	if voucherID >= 0 {
+		return KeysOf(ks.keys, voucherID)
+	}
+	return keysOfTag(ks.keys, cachedTag(voucherID))
 }
 
 // script is a voucher's keys as the seckill scripts take them.

@@ -43,7 +43,7 @@ func (r *recovery) warmBuckets(ctx context.Context, voucherID int, sale sale, pr
 	// Buckets the voucher no longer has (changed before its sale) admit nothing any more; their
 	// stream, if anything was queued, is still read and drained by the consumer.
 	for b := k; b < prev; b++ {
-		old := r.keys.sale(bucketRef(voucherID, b))
+		old := r.keys.sale(bucketRef(voucherID, b, prev))
 		if err := r.rdb.Del(ctx, old.Meta, old.Stock).Err(); err != nil {
 			return fmt.Errorf("seckill: retiring bucket %d of voucher %d: %w", b, voucherID, err)
 		}
@@ -160,7 +160,7 @@ func (r *recovery) warmHomeBuyers(ctx context.Context, voucherID, k int, buyers 
 		byBucket[h] = append(byBucket[h], b)
 	}
 	for h, list := range byBucket {
-		if err := lua.WarmBuyers(ctx, r.rdb, r.keys.script(bucketRef(voucherID, h)), list); err != nil {
+		if err := lua.WarmBuyers(ctx, r.rdb, r.keys.script(bucketRef(voucherID, h, k)), list); err != nil {
 			return fmt.Errorf("seckill: loading buyers of voucher %d: %w", voucherID, err)
 		}
 	}

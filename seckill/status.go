@@ -145,7 +145,7 @@ func (sr *statusReader) buyerOrders(ctx context.Context, userID int, vouchers []
 		if err != nil {
 			return nil, nil, fmt.Errorf("seckill: reading buckets: %w", err)
 		}
-		homes[i] = bucketRef(v, homeBucket(userID, k))
+		homes[i] = bucketRef(v, homeBucket(userID, k), k)
 	}
 	if _, err := sr.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range vouchers {
