@@ -202,10 +202,14 @@ func (c *bucketCounts) of(ctx context.Context, voucherID int) (int, error) {
 	k, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (int, error) {
 		return c.rdb.Get(ctx, c.keys.bucketsKey(voucherID)).Int()
 	})
-	if errors.Is(err, redis.Nil) {
-		return 1, nil // not cached: the next grab reads it again
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, redis.Nil):
+		// Never warmed, warmed before buckets existed (one bucket), or lost with bucket 0's
+		// master: cached as 1 too. A full rebuild writes the count first and then waits out
+		// borrowTimeout+borrowMargin (3 s) before bucket 0 is ready again, longer than this
+		// cache lives, so no process admits with 1 in a voucher of more buckets.
+		k = 1
+	case err != nil:
 		return 0, err
 	}
 	k = min(max(k, 1), maxBuckets)
