@@ -41,7 +41,7 @@ type admission struct {
 	log    *slog.Logger
 	warm   func(ctx context.Context, voucherID int) error // rebuilds a voucher Redis lost
 	vouchs voucherInfos
-	told   *told // the orders told, until written (told.go)
+	told   *told         // the orders told, until written (told.go)
 	counts *bucketCounts // each voucher's stock buckets (buckets.go)
 	borrow *borrower     // admits from another bucket when the user's is dry (borrow.go)
 }
