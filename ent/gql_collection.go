@@ -665,6 +665,11 @@ func (_q *VoucherQuery) collectField(ctx context.Context, oneNode bool, opCtx *g
 				selectedFields = append(selectedFields, voucher.FieldEndAt)
 				fieldSeen[voucher.FieldEndAt] = struct{}{}
 			}
+		case "buckets":
+			if _, ok := fieldSeen[voucher.FieldBuckets]; !ok {
+				selectedFields = append(selectedFields, voucher.FieldBuckets)
+				fieldSeen[voucher.FieldBuckets] = struct{}{}
+			}
 		case "id":
 		case "__typename":
 		default:

@@ -1841,6 +1841,16 @@ type VoucherWhereInput struct {
 	EndAtIsNil  bool        `json:"endAtIsNil,omitempty"`
 	EndAtNotNil bool        `json:"endAtNotNil,omitempty"`
 
+	// "buckets" field predicates.
+	Buckets      *int  `json:"buckets,omitempty"`
+	BucketsNEQ   *int  `json:"bucketsNEQ,omitempty"`
+	BucketsIn    []int `json:"bucketsIn,omitempty"`
+	BucketsNotIn []int `json:"bucketsNotIn,omitempty"`
+	BucketsGT    *int  `json:"bucketsGT,omitempty"`
+	BucketsGTE   *int  `json:"bucketsGTE,omitempty"`
+	BucketsLT    *int  `json:"bucketsLT,omitempty"`
+	BucketsLTE   *int  `json:"bucketsLTE,omitempty"`
+
 	// "shop" edge predicates.
 	HasShop     *bool             `json:"hasShop,omitempty"`
 	HasShopWith []*ShopWhereInput `json:"hasShopWith,omitempty"`
@@ -2279,6 +2289,30 @@ func (i *VoucherWhereInput) P() (predicate.Voucher, error) {
 	}
 	if i.EndAtNotNil {
 		predicates = append(predicates, voucher.EndAtNotNil())
+	}
+	if i.Buckets != nil {
+		predicates = append(predicates, voucher.BucketsEQ(*i.Buckets))
+	}
+	if i.BucketsNEQ != nil {
+		predicates = append(predicates, voucher.BucketsNEQ(*i.BucketsNEQ))
+	}
+	if len(i.BucketsIn) > 0 {
+		predicates = append(predicates, voucher.BucketsIn(i.BucketsIn...))
+	}
+	if len(i.BucketsNotIn) > 0 {
+		predicates = append(predicates, voucher.BucketsNotIn(i.BucketsNotIn...))
+	}
+	if i.BucketsGT != nil {
+		predicates = append(predicates, voucher.BucketsGT(*i.BucketsGT))
+	}
+	if i.BucketsGTE != nil {
+		predicates = append(predicates, voucher.BucketsGTE(*i.BucketsGTE))
+	}
+	if i.BucketsLT != nil {
+		predicates = append(predicates, voucher.BucketsLT(*i.BucketsLT))
+	}
+	if i.BucketsLTE != nil {
+		predicates = append(predicates, voucher.BucketsLTE(*i.BucketsLTE))
 	}
 
 	if i.HasShop != nil {

@@ -4283,6 +4283,8 @@ type VoucherMutation struct {
 	addstock        *int
 	begin_at        *time.Time
 	end_at          *time.Time
+	buckets         *int
+	addbuckets      *int
 	clearedFields   map[string]struct{}
 	shop            *int
 	clearedshop     bool
@@ -4960,6 +4962,62 @@ func (m *VoucherMutation) ResetEndAt() {
 	delete(m.clearedFields, voucher.FieldEndAt)
 }
 
+// SetBuckets sets the "buckets" field.
+func (m *VoucherMutation) SetBuckets(i int) {
+	m.buckets = &i
+	m.addbuckets = nil
+}
+
+// Buckets returns the value of the "buckets" field in the mutation.
+func (m *VoucherMutation) Buckets() (r int, exists bool) {
+	v := m.buckets
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBuckets returns the old "buckets" field's value of the Voucher entity.
+// If the Voucher object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *VoucherMutation) OldBuckets(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBuckets is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBuckets requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBuckets: %w", err)
+	}
+	return oldValue.Buckets, nil
+}
+
+// AddBuckets adds i to the "buckets" field.
+func (m *VoucherMutation) AddBuckets(i int) {
+	if m.addbuckets != nil {
+		*m.addbuckets += i
+	} else {
+		m.addbuckets = &i
+	}
+}
+
+// AddedBuckets returns the value that was added to the "buckets" field in this mutation.
+func (m *VoucherMutation) AddedBuckets() (r int, exists bool) {
+	v := m.addbuckets
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetBuckets resets all changes to the "buckets" field.
+func (m *VoucherMutation) ResetBuckets() {
+	m.buckets = nil
+	m.addbuckets = nil
+}
+
 // ClearShop clears the "shop" edge to the Shop entity.
 func (m *VoucherMutation) ClearShop() {
 	m.clearedshop = true
@@ -5075,7 +5133,7 @@ func (m *VoucherMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *VoucherMutation) Fields() []string {
-	fields := make([]string, 0, 13)
+	fields := make([]string, 0, 14)
 	if m.created_at != nil {
 		fields = append(fields, voucher.FieldCreatedAt)
 	}
@@ -5115,6 +5173,9 @@ func (m *VoucherMutation) Fields() []string {
 	if m.end_at != nil {
 		fields = append(fields, voucher.FieldEndAt)
 	}
+	if m.buckets != nil {
+		fields = append(fields, voucher.FieldBuckets)
+	}
 	return fields
 }
 
@@ -5149,6 +5210,8 @@ func (m *VoucherMutation) Field(name string) (ent.Value, bool) {
 		return m.BeginAt()
 	case voucher.FieldEndAt:
 		return m.EndAt()
+	case voucher.FieldBuckets:
+		return m.Buckets()
 	}
 	return nil, false
 }
@@ -5184,6 +5247,8 @@ func (m *VoucherMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldBeginAt(ctx)
 	case voucher.FieldEndAt:
 		return m.OldEndAt(ctx)
+	case voucher.FieldBuckets:
+		return m.OldBuckets(ctx)
 	}
 	return nil, fmt.Errorf("unknown Voucher field %s", name)
 }
@@ -5284,6 +5349,13 @@ func (m *VoucherMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetEndAt(v)
 		return nil
+	case voucher.FieldBuckets:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBuckets(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Voucher field %s", name)
 }
@@ -5301,6 +5373,9 @@ func (m *VoucherMutation) AddedFields() []string {
 	if m.addstock != nil {
 		fields = append(fields, voucher.FieldStock)
 	}
+	if m.addbuckets != nil {
+		fields = append(fields, voucher.FieldBuckets)
+	}
 	return fields
 }
 
@@ -5315,6 +5390,8 @@ func (m *VoucherMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedActualValue()
 	case voucher.FieldStock:
 		return m.AddedStock()
+	case voucher.FieldBuckets:
+		return m.AddedBuckets()
 	}
 	return nil, false
 }
@@ -5344,6 +5421,13 @@ func (m *VoucherMutation) AddField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.AddStock(v)
+		return nil
+	case voucher.FieldBuckets:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddBuckets(v)
 		return nil
 	}
 	return fmt.Errorf("unknown Voucher numeric field %s", name)
@@ -5431,6 +5515,9 @@ func (m *VoucherMutation) ResetField(name string) error {
 		return nil
 	case voucher.FieldEndAt:
 		m.ResetEndAt()
+		return nil
+	case voucher.FieldBuckets:
+		m.ResetBuckets()
 		return nil
 	}
 	return fmt.Errorf("unknown Voucher field %s", name)

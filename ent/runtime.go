@@ -319,4 +319,10 @@ func init() {
 	voucherDescStock := voucherFields[8].Descriptor()
 	// voucher.StockValidator is a validator for the "stock" field. It is called by the builders before save.
 	voucher.StockValidator = voucherDescStock.Validators[0].(func(int) error)
+	// voucherDescBuckets is the schema descriptor for buckets field.
+	voucherDescBuckets := voucherFields[11].Descriptor()
+	// voucher.DefaultBuckets holds the default value on creation for the buckets field.
+	voucher.DefaultBuckets = voucherDescBuckets.Default.(int)
+	// voucher.BucketsValidator is a validator for the "buckets" field. It is called by the builders before save.
+	voucher.BucketsValidator = voucherDescBuckets.Validators[0].(func(int) error)
 }

@@ -44,6 +44,8 @@ type Voucher struct {
 	BeginAt *time.Time `json:"begin_at,omitempty"`
 	// EndAt holds the value of the "end_at" field.
 	EndAt *time.Time `json:"end_at,omitempty"`
+	// Buckets holds the value of the "buckets" field.
+	Buckets int `json:"buckets,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the VoucherQuery when eager-loading is set.
 	Edges        VoucherEdges `json:"edges"`
@@ -90,7 +92,7 @@ func (*Voucher) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case voucher.FieldID, voucher.FieldShopID, voucher.FieldPayValue, voucher.FieldActualValue, voucher.FieldStock:
+		case voucher.FieldID, voucher.FieldShopID, voucher.FieldPayValue, voucher.FieldActualValue, voucher.FieldStock, voucher.FieldBuckets:
 			values[i] = new(sql.NullInt64)
 		case voucher.FieldTitle, voucher.FieldSubtitle, voucher.FieldRules, voucher.FieldKind, voucher.FieldStatus:
 			values[i] = new(sql.NullString)
@@ -198,6 +200,12 @@ func (_m *Voucher) assignValues(columns []string, values []any) error {
 				_m.EndAt = new(time.Time)
 				*_m.EndAt = value.Time
 			}
+		case voucher.FieldBuckets:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field buckets", values[i])
+			} else if value.Valid {
+				_m.Buckets = int(value.Int64)
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -288,6 +296,9 @@ func (_m *Voucher) String() string {
 		builder.WriteString("end_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
+	builder.WriteString(", ")
+	builder.WriteString("buckets=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Buckets))
 	builder.WriteByte(')')
 	return builder.String()
 }

@@ -174,6 +174,20 @@ func (_c *VoucherCreate) SetNillableEndAt(v *time.Time) *VoucherCreate {
 	return _c
 }
 
+// SetBuckets sets the "buckets" field.
+func (_c *VoucherCreate) SetBuckets(v int) *VoucherCreate {
+	_c.mutation.SetBuckets(v)
+	return _c
+}
+
+// SetNillableBuckets sets the "buckets" field if the given value is not nil.
+func (_c *VoucherCreate) SetNillableBuckets(v *int) *VoucherCreate {
+	if v != nil {
+		_c.SetBuckets(*v)
+	}
+	return _c
+}
+
 // SetShop sets the "shop" edge to the Shop entity.
 func (_c *VoucherCreate) SetShop(v *Shop) *VoucherCreate {
 	return _c.SetShopID(v.ID)
@@ -253,6 +267,10 @@ func (_c *VoucherCreate) defaults() {
 		v := voucher.DefaultStatus
 		_c.mutation.SetStatus(v)
 	}
+	if _, ok := _c.mutation.Buckets(); !ok {
+		v := voucher.DefaultBuckets
+		_c.mutation.SetBuckets(v)
+	}
 }
 
 // check runs all checks and user-defined validators on the builder.
@@ -325,6 +343,14 @@ func (_c *VoucherCreate) check() error {
 	if v, ok := _c.mutation.Stock(); ok {
 		if err := voucher.StockValidator(v); err != nil {
 			return &ValidationError{Name: "stock", err: fmt.Errorf(`ent: validator failed for field "Voucher.stock": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.Buckets(); !ok {
+		return &ValidationError{Name: "buckets", err: errors.New(`ent: missing required field "Voucher.buckets"`)}
+	}
+	if v, ok := _c.mutation.Buckets(); ok {
+		if err := voucher.BucketsValidator(v); err != nil {
+			return &ValidationError{Name: "buckets", err: fmt.Errorf(`ent: validator failed for field "Voucher.buckets": %w`, err)}
 		}
 	}
 	if len(_c.mutation.ShopIDs()) == 0 {
@@ -404,6 +430,10 @@ func (_c *VoucherCreate) createSpec() (*Voucher, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.EndAt(); ok {
 		_spec.SetField(voucher.FieldEndAt, field.TypeTime, value)
 		_node.EndAt = &value
+	}
+	if value, ok := _c.mutation.Buckets(); ok {
+		_spec.SetField(voucher.FieldBuckets, field.TypeInt, value)
+		_node.Buckets = value
 	}
 	if nodes := _c.mutation.ShopIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -658,6 +688,24 @@ func (u *VoucherUpsert) ClearEndAt() *VoucherUpsert {
 	return u
 }
 
+// SetBuckets sets the "buckets" field.
+func (u *VoucherUpsert) SetBuckets(v int) *VoucherUpsert {
+	u.Set(voucher.FieldBuckets, v)
+	return u
+}
+
+// UpdateBuckets sets the "buckets" field to the value that was provided on create.
+func (u *VoucherUpsert) UpdateBuckets() *VoucherUpsert {
+	u.SetExcluded(voucher.FieldBuckets)
+	return u
+}
+
+// AddBuckets adds v to the "buckets" field.
+func (u *VoucherUpsert) AddBuckets(v int) *VoucherUpsert {
+	u.Add(voucher.FieldBuckets, v)
+	return u
+}
+
 // UpdateNewValues updates the mutable fields using the new values that were set on create.
 // Using this option is equivalent to using:
 //
@@ -899,6 +947,27 @@ func (u *VoucherUpsertOne) UpdateEndAt() *VoucherUpsertOne {
 func (u *VoucherUpsertOne) ClearEndAt() *VoucherUpsertOne {
 	return u.Update(func(s *VoucherUpsert) {
 		s.ClearEndAt()
+	})
+}
+
+// SetBuckets sets the "buckets" field.
+func (u *VoucherUpsertOne) SetBuckets(v int) *VoucherUpsertOne {
+	return u.Update(func(s *VoucherUpsert) {
+		s.SetBuckets(v)
+	})
+}
+
+// AddBuckets adds v to the "buckets" field.
+func (u *VoucherUpsertOne) AddBuckets(v int) *VoucherUpsertOne {
+	return u.Update(func(s *VoucherUpsert) {
+		s.AddBuckets(v)
+	})
+}
+
+// UpdateBuckets sets the "buckets" field to the value that was provided on create.
+func (u *VoucherUpsertOne) UpdateBuckets() *VoucherUpsertOne {
+	return u.Update(func(s *VoucherUpsert) {
+		s.UpdateBuckets()
 	})
 }
 
@@ -1309,6 +1378,27 @@ func (u *VoucherUpsertBulk) UpdateEndAt() *VoucherUpsertBulk {
 func (u *VoucherUpsertBulk) ClearEndAt() *VoucherUpsertBulk {
 	return u.Update(func(s *VoucherUpsert) {
 		s.ClearEndAt()
+	})
+}
+
+// SetBuckets sets the "buckets" field.
+func (u *VoucherUpsertBulk) SetBuckets(v int) *VoucherUpsertBulk {
+	return u.Update(func(s *VoucherUpsert) {
+		s.SetBuckets(v)
+	})
+}
+
+// AddBuckets adds v to the "buckets" field.
+func (u *VoucherUpsertBulk) AddBuckets(v int) *VoucherUpsertBulk {
+	return u.Update(func(s *VoucherUpsert) {
+		s.AddBuckets(v)
+	})
+}
+
+// UpdateBuckets sets the "buckets" field to the value that was provided on create.
+func (u *VoucherUpsertBulk) UpdateBuckets() *VoucherUpsertBulk {
+	return u.Update(func(s *VoucherUpsert) {
+		s.UpdateBuckets()
 	})
 }
 

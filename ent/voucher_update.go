@@ -215,6 +215,27 @@ func (_u *VoucherUpdate) ClearEndAt() *VoucherUpdate {
 	return _u
 }
 
+// SetBuckets sets the "buckets" field.
+func (_u *VoucherUpdate) SetBuckets(v int) *VoucherUpdate {
+	_u.mutation.ResetBuckets()
+	_u.mutation.SetBuckets(v)
+	return _u
+}
+
+// SetNillableBuckets sets the "buckets" field if the given value is not nil.
+func (_u *VoucherUpdate) SetNillableBuckets(v *int) *VoucherUpdate {
+	if v != nil {
+		_u.SetBuckets(*v)
+	}
+	return _u
+}
+
+// AddBuckets adds value to the "buckets" field.
+func (_u *VoucherUpdate) AddBuckets(v int) *VoucherUpdate {
+	_u.mutation.AddBuckets(v)
+	return _u
+}
+
 // SetShop sets the "shop" edge to the Shop entity.
 func (_u *VoucherUpdate) SetShop(v *Shop) *VoucherUpdate {
 	return _u.SetShopID(v.ID)
@@ -340,6 +361,11 @@ func (_u *VoucherUpdate) check() error {
 			return &ValidationError{Name: "stock", err: fmt.Errorf(`ent: validator failed for field "Voucher.stock": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.Buckets(); ok {
+		if err := voucher.BucketsValidator(v); err != nil {
+			return &ValidationError{Name: "buckets", err: fmt.Errorf(`ent: validator failed for field "Voucher.buckets": %w`, err)}
+		}
+	}
 	if _u.mutation.ShopCleared() && len(_u.mutation.ShopIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Voucher.shop"`)
 	}
@@ -405,6 +431,12 @@ func (_u *VoucherUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.EndAtCleared() {
 		_spec.ClearField(voucher.FieldEndAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.Buckets(); ok {
+		_spec.SetField(voucher.FieldBuckets, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedBuckets(); ok {
+		_spec.AddField(voucher.FieldBuckets, field.TypeInt, value)
 	}
 	if _u.mutation.ShopCleared() {
 		edge := &sqlgraph.EdgeSpec{
@@ -685,6 +717,27 @@ func (_u *VoucherUpdateOne) ClearEndAt() *VoucherUpdateOne {
 	return _u
 }
 
+// SetBuckets sets the "buckets" field.
+func (_u *VoucherUpdateOne) SetBuckets(v int) *VoucherUpdateOne {
+	_u.mutation.ResetBuckets()
+	_u.mutation.SetBuckets(v)
+	return _u
+}
+
+// SetNillableBuckets sets the "buckets" field if the given value is not nil.
+func (_u *VoucherUpdateOne) SetNillableBuckets(v *int) *VoucherUpdateOne {
+	if v != nil {
+		_u.SetBuckets(*v)
+	}
+	return _u
+}
+
+// AddBuckets adds value to the "buckets" field.
+func (_u *VoucherUpdateOne) AddBuckets(v int) *VoucherUpdateOne {
+	_u.mutation.AddBuckets(v)
+	return _u
+}
+
 // SetShop sets the "shop" edge to the Shop entity.
 func (_u *VoucherUpdateOne) SetShop(v *Shop) *VoucherUpdateOne {
 	return _u.SetShopID(v.ID)
@@ -823,6 +876,11 @@ func (_u *VoucherUpdateOne) check() error {
 			return &ValidationError{Name: "stock", err: fmt.Errorf(`ent: validator failed for field "Voucher.stock": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.Buckets(); ok {
+		if err := voucher.BucketsValidator(v); err != nil {
+			return &ValidationError{Name: "buckets", err: fmt.Errorf(`ent: validator failed for field "Voucher.buckets": %w`, err)}
+		}
+	}
 	if _u.mutation.ShopCleared() && len(_u.mutation.ShopIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Voucher.shop"`)
 	}
@@ -905,6 +963,12 @@ func (_u *VoucherUpdateOne) sqlSave(ctx context.Context) (_node *Voucher, err er
 	}
 	if _u.mutation.EndAtCleared() {
 		_spec.ClearField(voucher.FieldEndAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.Buckets(); ok {
+		_spec.SetField(voucher.FieldBuckets, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedBuckets(); ok {
+		_spec.AddField(voucher.FieldBuckets, field.TypeInt, value)
 	}
 	if _u.mutation.ShopCleared() {
 		edge := &sqlgraph.EdgeSpec{

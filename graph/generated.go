@@ -188,6 +188,7 @@ type ComplexityRoot struct {
 	Voucher struct {
 		ActualValue func(childComplexity int) int
 		BeginAt     func(childComplexity int) int
+		Buckets     func(childComplexity int) int
 		CreatedAt   func(childComplexity int) int
 		EndAt       func(childComplexity int) int
 		ID          func(childComplexity int) int
@@ -932,6 +933,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Voucher.BeginAt(childComplexity), true
+	case "Voucher.buckets":
+		if e.ComplexityRoot.Voucher.Buckets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Voucher.Buckets(childComplexity), true
 	case "Voucher.createdAt":
 		if e.ComplexityRoot.Voucher.CreatedAt == nil {
 			break
@@ -1387,6 +1394,8 @@ func (ec *executionContext) childFields_Voucher(ctx context.Context, field graph
 		return ec.fieldContext_Voucher_beginAt(ctx, field)
 	case "endAt":
 		return ec.fieldContext_Voucher_endAt(ctx, field)
+	case "buckets":
+		return ec.fieldContext_Voucher_buckets(ctx, field)
 	case "shop":
 		return ec.fieldContext_Voucher_shop(ctx, field)
 	}
@@ -5041,6 +5050,29 @@ func (ec *executionContext) fieldContext_Voucher_endAt(_ context.Context, field 
 	return graphql.NewScalarFieldContext("Voucher", field, false, false, errors.New("field of type Time does not have child fields"))
 }
 
+func (ec *executionContext) _Voucher_buckets(ctx context.Context, field graphql.CollectedField, obj *ent.Voucher) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Voucher_buckets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Buckets, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Voucher_buckets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Voucher", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
 func (ec *executionContext) _Voucher_shop(ctx context.Context, field graphql.CollectedField, obj *ent.Voucher) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6301,7 +6333,7 @@ func (ec *executionContext) unmarshalInputCreateVoucherInput(ctx context.Context
 		asMap["status"] = "ACTIVE"
 	}
 
-	fieldsInOrder := [...]string{"shopID", "title", "subtitle", "rules", "payValue", "actualValue", "kind", "status", "stock", "beginAt", "endAt"}
+	fieldsInOrder := [...]string{"shopID", "title", "subtitle", "rules", "payValue", "actualValue", "kind", "status", "stock", "beginAt", "endAt", "buckets"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -6385,6 +6417,13 @@ func (ec *executionContext) unmarshalInputCreateVoucherInput(ctx context.Context
 				return it, err
 			}
 			it.EndAt = data
+		case "buckets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("buckets"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Buckets = data
 		}
 	}
 	return it, nil
@@ -8431,7 +8470,7 @@ func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"title", "subtitle", "rules", "payValue", "actualValue", "status", "stock", "addStock", "beginAt", "endAt"}
+	fieldsInOrder := [...]string{"title", "subtitle", "rules", "payValue", "actualValue", "status", "stock", "addStock", "beginAt", "endAt", "buckets"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -8508,6 +8547,13 @@ func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context
 				return it, err
 			}
 			it.EndAt = data
+		case "buckets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("buckets"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Buckets = data
 		}
 	}
 	return it, nil
@@ -9119,7 +9165,7 @@ func (ec *executionContext) unmarshalInputVoucherWhereInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "updatedAt", "updatedAtNEQ", "updatedAtIn", "updatedAtNotIn", "updatedAtGT", "updatedAtGTE", "updatedAtLT", "updatedAtLTE", "shopID", "shopIDNEQ", "shopIDIn", "shopIDNotIn", "title", "titleNEQ", "titleIn", "titleNotIn", "titleGT", "titleGTE", "titleLT", "titleLTE", "titleContains", "titleHasPrefix", "titleHasSuffix", "titleEqualFold", "titleContainsFold", "subtitle", "subtitleNEQ", "subtitleIn", "subtitleNotIn", "subtitleGT", "subtitleGTE", "subtitleLT", "subtitleLTE", "subtitleContains", "subtitleHasPrefix", "subtitleHasSuffix", "subtitleEqualFold", "subtitleContainsFold", "rules", "rulesNEQ", "rulesIn", "rulesNotIn", "rulesGT", "rulesGTE", "rulesLT", "rulesLTE", "rulesContains", "rulesHasPrefix", "rulesHasSuffix", "rulesEqualFold", "rulesContainsFold", "payValue", "payValueNEQ", "payValueIn", "payValueNotIn", "payValueGT", "payValueGTE", "payValueLT", "payValueLTE", "actualValue", "actualValueNEQ", "actualValueIn", "actualValueNotIn", "actualValueGT", "actualValueGTE", "actualValueLT", "actualValueLTE", "kind", "kindNEQ", "kindIn", "kindNotIn", "status", "statusNEQ", "statusIn", "statusNotIn", "stock", "stockNEQ", "stockIn", "stockNotIn", "stockGT", "stockGTE", "stockLT", "stockLTE", "stockIsNil", "stockNotNil", "beginAt", "beginAtNEQ", "beginAtIn", "beginAtNotIn", "beginAtGT", "beginAtGTE", "beginAtLT", "beginAtLTE", "beginAtIsNil", "beginAtNotNil", "endAt", "endAtNEQ", "endAtIn", "endAtNotIn", "endAtGT", "endAtGTE", "endAtLT", "endAtLTE", "endAtIsNil", "endAtNotNil", "hasShop", "hasShopWith"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "updatedAt", "updatedAtNEQ", "updatedAtIn", "updatedAtNotIn", "updatedAtGT", "updatedAtGTE", "updatedAtLT", "updatedAtLTE", "shopID", "shopIDNEQ", "shopIDIn", "shopIDNotIn", "title", "titleNEQ", "titleIn", "titleNotIn", "titleGT", "titleGTE", "titleLT", "titleLTE", "titleContains", "titleHasPrefix", "titleHasSuffix", "titleEqualFold", "titleContainsFold", "subtitle", "subtitleNEQ", "subtitleIn", "subtitleNotIn", "subtitleGT", "subtitleGTE", "subtitleLT", "subtitleLTE", "subtitleContains", "subtitleHasPrefix", "subtitleHasSuffix", "subtitleEqualFold", "subtitleContainsFold", "rules", "rulesNEQ", "rulesIn", "rulesNotIn", "rulesGT", "rulesGTE", "rulesLT", "rulesLTE", "rulesContains", "rulesHasPrefix", "rulesHasSuffix", "rulesEqualFold", "rulesContainsFold", "payValue", "payValueNEQ", "payValueIn", "payValueNotIn", "payValueGT", "payValueGTE", "payValueLT", "payValueLTE", "actualValue", "actualValueNEQ", "actualValueIn", "actualValueNotIn", "actualValueGT", "actualValueGTE", "actualValueLT", "actualValueLTE", "kind", "kindNEQ", "kindIn", "kindNotIn", "status", "statusNEQ", "statusIn", "statusNotIn", "stock", "stockNEQ", "stockIn", "stockNotIn", "stockGT", "stockGTE", "stockLT", "stockLTE", "stockIsNil", "stockNotNil", "beginAt", "beginAtNEQ", "beginAtIn", "beginAtNotIn", "beginAtGT", "beginAtGTE", "beginAtLT", "beginAtLTE", "beginAtIsNil", "beginAtNotNil", "endAt", "endAtNEQ", "endAtIn", "endAtNotIn", "endAtGT", "endAtGTE", "endAtLT", "endAtLTE", "endAtIsNil", "endAtNotNil", "buckets", "bucketsNEQ", "bucketsIn", "bucketsNotIn", "bucketsGT", "bucketsGTE", "bucketsLT", "bucketsLTE", "hasShop", "hasShopWith"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -9994,6 +10040,62 @@ func (ec *executionContext) unmarshalInputVoucherWhereInput(ctx context.Context,
 				return it, err
 			}
 			it.EndAtNotNil = data
+		case "buckets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("buckets"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Buckets = data
+		case "bucketsNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("bucketsNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BucketsNEQ = data
+		case "bucketsIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("bucketsIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BucketsIn = data
+		case "bucketsNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("bucketsNotIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BucketsNotIn = data
+		case "bucketsGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("bucketsGT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BucketsGT = data
+		case "bucketsGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("bucketsGTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BucketsGTE = data
+		case "bucketsLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("bucketsLT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BucketsLT = data
+		case "bucketsLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("bucketsLTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BucketsLTE = data
 		case "hasShop":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasShop"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
@@ -11462,6 +11564,11 @@ func (ec *executionContext) _Voucher(ctx context.Context, sel ast.SelectionSet, 
 		case "endAt":
 			out.Values[i] = ec._Voucher_endAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "buckets":
+			out.Values[i] = ec._Voucher_buckets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "shop":

@@ -76,7 +76,7 @@ func (r *mutationResolver) CreateVoucher(ctx context.Context, input model.Create
 	in := catalog.VoucherInput{
 		ShopID: input.ShopID, Title: input.Title,
 		PayValue: int64(input.PayValue), ActualValue: int64(input.ActualValue),
-		Kind: input.Kind, Stock: input.Stock, BeginAt: input.BeginAt, EndAt: input.EndAt,
+		Kind: input.Kind, Stock: input.Stock, BeginAt: input.BeginAt, EndAt: input.EndAt, Buckets: input.Buckets,
 	}
 	if input.Subtitle != nil {
 		in.Subtitle = *input.Subtitle

@@ -14,6 +14,9 @@ type SeckillKeys struct {
 	Buyers string // hash: user id -> order id
 	Orders string // stream of admitted orders not yet in the database
 	Dead   string // dead-letter stream of orders given up on
+	// Of a voucher split into stock buckets (seckill_borrow_*.lua):
+	Borrows string // hash: order -> "user:notAfter", reservations waiting for a donor bucket
+	Lent    string // hash: order -> user, the orders this bucket gave a unit to
 }
 
 // ErrMalformedReply means a script answered something its wrapper cannot read: a bug or a

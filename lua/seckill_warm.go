@@ -63,11 +63,25 @@ var ErrCommitTooLate = errors.New("lua: seckill warm commit ran after its deadli
 // only until notAfter by its own clock (ErrCommitTooLate): the caller's database read is
 // trusted until then. It returns the stock set.
 func WarmCommit(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale Sale, rebuild bool, notAfter time.Time) (int64, error) {
-	stock, err := seckillWarmCommit.Run(ctx, rdb, []string{keys.Meta, keys.Stock, keys.Buyers, keys.Orders},
-		sale.Begin.UnixMilli(), sale.End.UnixMilli(), flag(sale.On), sale.Stock, flag(rebuild), notAfter.UnixMilli(),
-		cmp.Or(sale.Retention, 7*24*time.Hour).Milliseconds()).Int64()
-	if err == nil && stock == -1 {
-		return 0, ErrCommitTooLate
-	}
+	stock, _, err := WarmCommitQueued(ctx, rdb, keys, sale, rebuild, notAfter)
 	return stock, err
+}
+
+// WarmCommitQueued is WarmCommit that also returns how many orders the stream held: where
+// that is more than sale.Stock, the stock set is 0 and the excess is the caller's to take
+// from other buckets of the voucher (seckill/buckets.go).
+func WarmCommitQueued(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale Sale, rebuild bool, notAfter time.Time) (stock, queued int64, err error) {
+	res, err := seckillWarmCommit.Run(ctx, rdb, []string{keys.Meta, keys.Stock, keys.Buyers, keys.Orders},
+		sale.Begin.UnixMilli(), sale.End.UnixMilli(), flag(sale.On), sale.Stock, flag(rebuild), notAfter.UnixMilli(),
+		cmp.Or(sale.Retention, 7*24*time.Hour).Milliseconds()).Int64Slice()
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(res) != 2 {
+		return 0, 0, malformed("seckill_warm_commit.lua", res)
+	}
+	if res[0] == -1 {
+		return 0, 0, ErrCommitTooLate
+	}
+	return res[0], res[1], nil
 }

@@ -16,11 +16,11 @@
 -- The four keys expire ARGV[7] after the sale's end (or after now, for a sale already over):
 -- buyers and orders grow with the sale, and nothing of a sale is needed long after it (the
 -- database holds the orders). meta's "keep" tells the grab script when, for the keys it creates.
--- Returns the stock set, or -1 (nothing written) past ARGV[6].
+-- Returns {stock set, orders queued in the stream}, or {-1, 0} (nothing written) past ARGV[6].
 local now = redis.call('TIME')
 local nowms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 if nowms > tonumber(ARGV[6]) then
-  return -1
+  return {-1, 0}
 end
 local t = redis.call('TYPE', KEYS[4])['ok']
 if t ~= 'stream' and t ~= 'none' then
@@ -59,4 +59,4 @@ redis.call('HSET', KEYS[1], 'keep', keep)
 for i = 1, 4 do
   redis.call('PEXPIREAT', KEYS[i], keep)
 end
-return stock
+return {stock, queued}

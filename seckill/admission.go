@@ -41,7 +41,9 @@ type admission struct {
 	log    *slog.Logger
 	warm   func(ctx context.Context, voucherID int) error // rebuilds a voucher Redis lost
 	vouchs voucherInfos
-	told   *told // the orders told, until written (told.go)
+	told   *told         // the orders told, until written (told.go)
+	counts *bucketCounts // each voucher's stock buckets (buckets.go)
+	borrow *borrower     // admits from another bucket when the user's is dry (borrow.go)
 }
 
 // Bounds of the work a grab on a voucher Redis lost starts.
@@ -63,18 +65,29 @@ func (a *admission) grab(ctx context.Context, userID, voucherID int) (Admission,
 	if err != nil {
 		return Admission{}, fmt.Errorf("seckill: order id: %w", err)
 	}
-	r, err := a.admit(ctx, voucherID, userID, orderID)
+	k, err := a.counts.of(ctx, voucherID)
+	if err != nil {
+		return Admission{}, fmt.Errorf("seckill: reading the voucher's buckets: %w", err)
+	}
+	// The user's own bucket decides (a voucher without buckets has one: its own keys); told
+	// watches the bucket whose stream holds the order.
+	home := bucketRef(voucherID, homeBucket(userID, k), k)
+	r, err := a.admit(ctx, home, userID, orderID)
+	queuedIn := home
+	if err == nil && r.Outcome == lua.GrabSoldOut && k > 1 {
+		r, queuedIn, err = a.borrow.borrow(ctx, voucherID, k, userID, orderID)
+	}
 	if err != nil {
 		return Admission{}, fmt.Errorf("seckill: admission script: %w", err)
 	}
 	switch r.Outcome {
 	case lua.GrabAdmitted:
-		a.told.note(voucherID, userID, orderID, time.Now())
+		a.told.note(queuedIn, userID, orderID, time.Now())
 		return Admission{OrderID: orderID, Status: StatusQueued}, nil
 	case lua.GrabNotReady:
 		return Admission{}, a.notReady(ctx, voucherID)
 	case lua.GrabAlreadyBuyer:
-		a.told.note(voucherID, userID, r.Holder, time.Now())
+		a.told.note(home, userID, r.Holder, time.Now())
 		return Admission{OrderID: r.Holder, Status: StatusQueued}, ErrAlreadyPurchased
 	}
 	return Admission{}, refusalOf(r.Outcome)
@@ -141,15 +154,25 @@ func (a *admission) rebuildLost(life context.Context, voucherID int) {
 	}
 }
 
-// stock is the units Redis has left for admission; ErrNotReady if it does not hold them.
+// stock is the units Redis has left for admission, over all the voucher's buckets;
+// ErrNotReady if it does not hold them.
 func (a *admission) stock(ctx context.Context, voucherID int) (int, error) {
-	n, err := redisctx.Do(ctx, a.rdb, func(ctx context.Context) (int, error) {
-		return a.rdb.Get(ctx, a.keys.sale(voucherID).Stock).Int()
-	})
-	if errors.Is(err, redis.Nil) {
-		return 0, ErrNotReady
+	k, err := a.counts.of(ctx, voucherID)
+	if err != nil {
+		return 0, err
 	}
-	return n, err
+	if k == 1 {
+		n, err := redisctx.Do(ctx, a.rdb, func(ctx context.Context) (int, error) {
+			return a.rdb.Get(ctx, a.keys.sale(voucherID).Stock).Int()
+		})
+		if errors.Is(err, redis.Nil) {
+			return 0, ErrNotReady
+		}
+		return n, err
+	}
+	return redisctx.Do(ctx, a.rdb, func(ctx context.Context) (int, error) {
+		return bucketStock(ctx, a.rdb, a.keys, voucherID, k)
+	})
 }
 
 // voucherInfos caches, for voucherInfoTTL, whether an id is a seckill voucher and when its

@@ -25,6 +25,7 @@ type env struct {
 	db     *store.DB
 	rdb    redis.UniversalClient
 	prefix string
+	ns     string // the namespace of the test's services, if it sets one (bucketKeys)
 	dsn    string
 	shop   int
 }

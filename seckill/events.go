@@ -127,6 +127,7 @@ func (e *events) order(orderID int64, userID, voucherID int, status seckillorder
 	if e == nil {
 		return
 	}
+	voucherID = voucherOf(voucherID) // a stock bucket's reference (buckets.go)
 	e.mu.Lock()
 	if len(e.orders) >= eventQueueSize {
 		e.dropped = true
@@ -142,6 +143,7 @@ func (e *events) stockChanged(voucherID int) {
 	if e == nil {
 		return
 	}
+	voucherID = voucherOf(voucherID) // a stock bucket's reference (buckets.go)
 	e.mu.Lock()
 	e.stock[voucherID] = struct{}{}
 	e.mu.Unlock()

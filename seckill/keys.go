@@ -14,12 +14,28 @@ type Keys struct {
 	Buyers string // hash: user id -> order id
 	Orders string // stream of admitted orders not yet in the database
 	Dead   string // dead-letter stream of orders given up on
+	// Of a voucher split into stock buckets (buckets.go):
+	Borrows string // hash: order -> "user:notAfter", reservations waiting for a donor bucket
+	Lent    string // hash: order -> user, the orders this bucket gave a unit to
 }
 
 // KeysOf returns the keys of a voucher's sale under a prefix (Options.Prefix, "seckill").
-func KeysOf(prefix string, voucherID int) Keys {
-	p := prefix + ":{" + strconv.Itoa(voucherID) + "}:"
-	return Keys{Meta: p + "meta", Stock: p + "stock", Buyers: p + "buyers", Orders: p + "orders", Dead: p + "dead"}
+func KeysOf(prefix string, voucherID int) Keys { return keysOfTag(prefix, strconv.Itoa(voucherID)) }
+
+// BucketKeysOf returns the keys of bucket b of a voucher split into k stock buckets: bucket 0
+// has the voucher's own keys (KeysOf), bucket b > 0 a hash tag of its own, {<voucherId>.<b>.<n>},
+// chosen so that the buckets spread over the slot range (see bucketTag in buckets.go).
+func BucketKeysOf(prefix string, voucherID, b, k int) Keys {
+	if b == 0 {
+		return KeysOf(prefix, voucherID)
+	}
+	return keysOfTag(prefix, cachedTag(bucketRef(voucherID, b, k)))
+}
+
+func keysOfTag(prefix, tag string) Keys {
+	p := prefix + ":{" + tag + "}:"
+	return Keys{Meta: p + "meta", Stock: p + "stock", Buyers: p + "buyers", Orders: p + "orders", Dead: p + "dead",
+		Borrows: p + "borrows", Lent: p + "lent"}
 }
 
 // KeyPrefix is the start of a voucher's sale keys (KeysOf's prefix) for Options.Namespace and
@@ -53,7 +69,14 @@ func newKeyspace(o *Options) keyspace {
 	return keyspace{keys: KeyPrefix(o.Namespace, o.Prefix), locks: o.Prefix}
 }
 
-func (ks keyspace) sale(voucherID int) Keys { return KeysOf(ks.keys, voucherID) }
+// sale is the keys of a voucher's sale, or of one of its stock buckets when voucherID is a
+// bucket reference (bucketRef in buckets.go).
+func (ks keyspace) sale(voucherID int) Keys {
+	if voucherID >= 0 {
+		return KeysOf(ks.keys, voucherID)
+	}
+	return keysOfTag(ks.keys, cachedTag(voucherID))
+}
 
 // script is a voucher's keys as the seckill scripts take them.
 func (ks keyspace) script(voucherID int) lua.SeckillKeys { return lua.SeckillKeys(ks.sale(voucherID)) }

@@ -128,7 +128,7 @@ func classify(o order, voucherID int, rows map[int64]orderRow, aliases map[alias
 	switch {
 	case !ok:
 		return trace{standing: standsNowhere}
-	case row.user != o.user || row.voucher != voucherID:
+	case row.user != o.user || row.voucher != voucherOf(voucherID): // or a stock bucket's reference
 		return trace{standing: standsTaken}
 	case row.failed:
 		return trace{standing: standsFailed}

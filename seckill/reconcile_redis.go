@@ -61,6 +61,12 @@ type streamScan struct {
 
 // inspectRedis reads the voucher's keys and compares them with the database.
 func (rc *reconciler) inspectRedis(ctx context.Context, r *VoucherReport, db *dbOrders, o ReconcileOptions) error {
+	if k, err := rc.bucketCount(ctx, r.VoucherID); err != nil || k > 1 {
+		if err != nil {
+			return fmt.Errorf("reading the voucher's buckets: %w", err)
+		}
+		return rc.inspectBuckets(ctx, r, db, o, k) // reconcile_buckets.go
+	}
 	var v redisView
 	var err error
 	if err = rc.snapshot(ctx, r, &v); err != nil {

@@ -29,6 +29,8 @@ type recovery struct {
 	locks   voucherLocks
 	ids     *idgen.Generator
 	settler *settler
+	borrow  *borrower     // ends borrows before a full rebuild of a voucher with buckets
+	counts  *bucketCounts // forgets a count the warm changed
 	bg      *background
 	group   string
 	clock   func() time.Time
@@ -99,6 +101,12 @@ func (r *recovery) warmLocked(ctx context.Context, voucherID int, full bool) err
 	sale, err := r.store.sale(ctx, voucherID)
 	if err != nil {
 		return err
+	}
+	if prev, err := r.setBucketCount(ctx, voucherID, sale); err != nil || sale.buckets > 1 || prev > 1 {
+		if err != nil {
+			return err
+		}
+		return r.warmBuckets(ctx, voucherID, sale, prev, full)
 	}
 	stale := false
 	if !full {
@@ -287,6 +295,7 @@ func (r *recovery) stale(ctx context.Context, voucherID int) bool {
 // processes noticing the restart, one rebuilds.
 func (r *recovery) rebuildStale(ctx context.Context, voucherID int) {
 	r.log.Warn("Redis restarted or failed over since the voucher's sale state was rebuilt: rebuilding it", "voucher", voucherID)
+	voucherID = voucherOf(voucherID) // the consumer passes a stock bucket's reference (buckets.go)
 	if err := r.warm(ctx, voucherID, false); err != nil && ctx.Err() == nil && !errors.Is(err, ErrNoSuchVoucher) {
 		r.log.Error("rebuilding a voucher after a Redis restart", "voucher", voucherID, "err", err)
 	}

@@ -191,6 +191,7 @@ type Service struct {
 	reconcile *reconciler
 	status    *statusReader
 	told      *told
+	borrower  *borrower
 	consuming atomic.Bool // a RunConsumer runs
 	db        *ent.Client
 	events    *events
@@ -245,9 +246,10 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 	if err != nil {
 		return nil, errors.Join(err, s.ids.Close(), s.locks.Close())
 	}
-	s.assemble(store)
+	s.assemble(refStore{store})
 	if o.Strategy == StrategyLua {
 		s.bg.goBackground(s.told.run)
+		s.bg.goBackground(func(life context.Context) { s.borrower.run(life, s.admission.counts) })
 	}
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(backlog{s})
@@ -263,17 +265,19 @@ func (s *Service) voucherLocks() voucherLocks {
 func (s *Service) assemble(store orderStore) {
 	o, keys, log := &s.opts, newKeyspace(&s.opts), s.opts.Logger.With("component", "seckill")
 	failures := &failures{}
+	counts := &bucketCounts{rdb: s.rdb, keys: keys}
+	s.borrower = &borrower{rdb: s.rdb, keys: keys, clock: o.Clock}
 	settler := &settler{rdb: s.rdb, events: s.events, keys: keys, group: o.Group, deadMax: o.DeadLetterMaxLen, failures: failures, m: s.m, log: log}
 	s.recovery = &recovery{
 		rdb: s.rdb, keys: keys, store: store, locks: s.voucherLocks(), ids: s.ids, settler: settler,
-		bg: s.bg, group: o.Group, clock: o.Clock, log: log,
+		borrow: s.borrower, counts: counts, bg: s.bg, group: o.Group, clock: o.Clock, log: log,
 	}
 	s.told = &told{
 		rdb: s.rdb, keys: keys, store: store, m: s.m, log: log,
 		emit: func(o order, voucherID int) { s.events.order(o.id, o.user, voucherID, seckillorder.StatusLOST) },
 	}
 	s.admission = &admission{
-		told: s.told,
+		told: s.told, counts: counts, borrow: s.borrower,
 		opts: o.admission(), rdb: s.rdb, keys: keys, ids: s.ids, store: store, limit: newLimiter(o.RateLimit),
 		bg: s.bg, m: s.m, log: log, warm: func(ctx context.Context, v int) error { return s.Warm(ctx, v) },
 		sync: &syncGrabber{locks: s.locks, keys: keys, store: store, clock: o.Clock},
@@ -290,7 +294,7 @@ func (s *Service) assemble(store orderStore) {
 		clock: o.Clock, log: log,
 		rebuild: func(ctx context.Context, v int) error { return s.recovery.warmLocked(ctx, v, true) },
 	}
-	s.status = &statusReader{strategy: o.Strategy, rdb: s.rdb, keys: keys, store: store, ids: s.ids}
+	s.status = &statusReader{strategy: o.Strategy, rdb: s.rdb, keys: keys, store: store, ids: s.ids, counts: counts}
 }
 
 // Strategy reports the strategy this service runs.

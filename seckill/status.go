@@ -23,6 +23,7 @@ type statusReader struct {
 	keys     keyspace
 	store    orderReader
 	ids      *idgen.Generator // its latest durable fence tells ids issued before a loss
+	counts   *bucketCounts    // a user's buyer record is in the user's own bucket (buckets.go)
 }
 
 func (sr *statusReader) order(ctx context.Context, userID int, orderID int64) (*ent.SeckillOrder, error) {
@@ -111,7 +112,7 @@ func (sr *statusReader) vouchersWithQueue(ctx context.Context) ([]int, error) {
 	vouchers := make([]int, 0, len(members))
 	for _, id := range members {
 		if v, err := strconv.Atoi(id); err == nil {
-			vouchers = append(vouchers, v)
+			vouchers = append(vouchers, v) // or a stock bucket's reference (buckets.go)
 		}
 	}
 	lens := make([]*redis.IntCmd, len(vouchers))
@@ -124,9 +125,11 @@ func (sr *statusReader) vouchersWithQueue(ctx context.Context) ([]int, error) {
 		return nil, fmt.Errorf("seckill: reading queues: %w", err)
 	}
 	var busy []int
+	seen := map[int]bool{}
 	for i, v := range vouchers {
-		if n, _ := lens[i].Result(); n > 0 {
-			busy = append(busy, v)
+		if n, _ := lens[i].Result(); n > 0 && !seen[voucherOf(v)] {
+			seen[voucherOf(v)] = true
+			busy = append(busy, voucherOf(v))
 		}
 	}
 	return busy, nil
@@ -136,9 +139,17 @@ func (sr *statusReader) vouchersWithQueue(ctx context.Context) ([]int, error) {
 // round trip): order id -> voucher id, and the order ids in the vouchers' order.
 func (sr *statusReader) buyerOrders(ctx context.Context, userID int, vouchers []int) (map[int]int, []int, error) {
 	got := make([]*redis.StringCmd, len(vouchers))
+	homes := make([]int, len(vouchers))
+	for i, v := range vouchers {
+		k, err := sr.counts.of(ctx, v)
+		if err != nil {
+			return nil, nil, fmt.Errorf("seckill: reading buckets: %w", err)
+		}
+		homes[i] = bucketRef(v, homeBucket(userID, k), k)
+	}
 	if _, err := sr.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, v := range vouchers {
-			got[i] = p.HGet(ctx, sr.keys.sale(v).Buyers, strconv.Itoa(userID))
+		for i := range vouchers {
+			got[i] = p.HGet(ctx, sr.keys.sale(homes[i]).Buyers, strconv.Itoa(userID))
 		}
 		return nil
 	}); err != nil && !errors.Is(err, redis.Nil) {

@@ -97,6 +97,7 @@ type sale struct {
 	status     voucher.Status
 	stock      int
 	begin, end time.Time
+	buckets    int // stock buckets (buckets.go); 1: none
 }
 
 // on reports whether the voucher is on sale (ACTIVE), whatever the window says.

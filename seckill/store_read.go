@@ -35,7 +35,7 @@ func (s *sqlStore) sale(ctx context.Context, voucherID int) (sale, error) {
 	if v.Kind != voucher.KindSECKILL || v.Stock == nil || v.BeginAt == nil || v.EndAt == nil {
 		return sale{}, ErrNoSuchVoucher
 	}
-	return sale{status: v.Status, stock: *v.Stock, begin: *v.BeginAt, end: *v.EndAt}, nil
+	return sale{status: v.Status, stock: *v.Stock, begin: *v.BeginAt, end: *v.EndAt, buckets: max(v.Buckets, 1)}, nil
 }
 
 func (s *sqlStore) vouchersOnSale(ctx context.Context, now time.Time) ([]int, error) {

@@ -164,6 +164,7 @@ var (
 		{Name: "stock", Type: field.TypeInt, Nullable: true},
 		{Name: "begin_at", Type: field.TypeTime, Nullable: true},
 		{Name: "end_at", Type: field.TypeTime, Nullable: true},
+		{Name: "buckets", Type: field.TypeInt, Default: 1},
 		{Name: "shop_id", Type: field.TypeInt},
 	}
 	// VouchersTable holds the schema information for the "vouchers" table.
@@ -174,7 +175,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "vouchers_shops_vouchers",
-				Columns:    []*schema.Column{VouchersColumns[13]},
+				Columns:    []*schema.Column{VouchersColumns[14]},
 				RefColumns: []*schema.Column{ShopsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},

@@ -28,6 +28,10 @@ func (Voucher) Fields() []ent.Field {
 		field.Int("stock").Optional().Nillable().NonNegative(),
 		field.Time("begin_at").Optional().Nillable(),
 		field.Time("end_at").Optional().Nillable(),
+		// buckets splits a SECKILL voucher's stock over this many Redis hash tags (Cluster
+		// slots), so one hot sale runs on several masters (docs/seckill.md, "Stock buckets").
+		// 1 is one slot, the layout of a voucher without buckets.
+		field.Int("buckets").Default(1).Range(1, 64),
 	}
 }
 

@@ -43,6 +43,8 @@ const (
 	FieldBeginAt = "begin_at"
 	// FieldEndAt holds the string denoting the end_at field in the database.
 	FieldEndAt = "end_at"
+	// FieldBuckets holds the string denoting the buckets field in the database.
+	FieldBuckets = "buckets"
 	// EdgeShop holds the string denoting the shop edge name in mutations.
 	EdgeShop = "shop"
 	// EdgeOrders holds the string denoting the orders edge name in mutations.
@@ -81,6 +83,7 @@ var Columns = []string{
 	FieldStock,
 	FieldBeginAt,
 	FieldEndAt,
+	FieldBuckets,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -116,6 +119,10 @@ var (
 	ActualValueValidator func(int64) error
 	// StockValidator is a validator for the "stock" field. It is called by the builders before save.
 	StockValidator func(int) error
+	// DefaultBuckets holds the default value on creation for the "buckets" field.
+	DefaultBuckets int
+	// BucketsValidator is a validator for the "buckets" field. It is called by the builders before save.
+	BucketsValidator func(int) error
 )
 
 // Kind defines the type for the "kind" enum field.
@@ -242,6 +249,11 @@ func ByBeginAt(opts ...sql.OrderTermOption) OrderOption {
 // ByEndAt orders the results by the end_at field.
 func ByEndAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldEndAt, opts...).ToFunc()
+}
+
+// ByBuckets orders the results by the buckets field.
+func ByBuckets(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldBuckets, opts...).ToFunc()
 }
 
 // ByShopField orders the results by shop field.

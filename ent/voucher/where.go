@@ -110,6 +110,11 @@ func EndAt(v time.Time) predicate.Voucher {
 	return predicate.Voucher(sql.FieldEQ(FieldEndAt, v))
 }
 
+// Buckets applies equality check predicate on the "buckets" field. It's identical to BucketsEQ.
+func Buckets(v int) predicate.Voucher {
+	return predicate.Voucher(sql.FieldEQ(FieldBuckets, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.Voucher {
 	return predicate.Voucher(sql.FieldEQ(FieldCreatedAt, v))
@@ -673,6 +678,46 @@ func EndAtIsNil() predicate.Voucher {
 // EndAtNotNil applies the NotNil predicate on the "end_at" field.
 func EndAtNotNil() predicate.Voucher {
 	return predicate.Voucher(sql.FieldNotNull(FieldEndAt))
+}
+
+// BucketsEQ applies the EQ predicate on the "buckets" field.
+func BucketsEQ(v int) predicate.Voucher {
+	return predicate.Voucher(sql.FieldEQ(FieldBuckets, v))
+}
+
+// BucketsNEQ applies the NEQ predicate on the "buckets" field.
+func BucketsNEQ(v int) predicate.Voucher {
+	return predicate.Voucher(sql.FieldNEQ(FieldBuckets, v))
+}
+
+// BucketsIn applies the In predicate on the "buckets" field.
+func BucketsIn(vs ...int) predicate.Voucher {
+	return predicate.Voucher(sql.FieldIn(FieldBuckets, vs...))
+}
+
+// BucketsNotIn applies the NotIn predicate on the "buckets" field.
+func BucketsNotIn(vs ...int) predicate.Voucher {
+	return predicate.Voucher(sql.FieldNotIn(FieldBuckets, vs...))
+}
+
+// BucketsGT applies the GT predicate on the "buckets" field.
+func BucketsGT(v int) predicate.Voucher {
+	return predicate.Voucher(sql.FieldGT(FieldBuckets, v))
+}
+
+// BucketsGTE applies the GTE predicate on the "buckets" field.
+func BucketsGTE(v int) predicate.Voucher {
+	return predicate.Voucher(sql.FieldGTE(FieldBuckets, v))
+}
+
+// BucketsLT applies the LT predicate on the "buckets" field.
+func BucketsLT(v int) predicate.Voucher {
+	return predicate.Voucher(sql.FieldLT(FieldBuckets, v))
+}
+
+// BucketsLTE applies the LTE predicate on the "buckets" field.
+func BucketsLTE(v int) predicate.Voucher {
+	return predicate.Voucher(sql.FieldLTE(FieldBuckets, v))
 }
 
 // HasShop applies the HasEdge predicate on the "shop" edge.

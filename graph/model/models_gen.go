@@ -27,6 +27,9 @@ type CreateVoucherInput struct {
 	BeginAt *time.Time `json:"beginAt,omitempty"`
 	// SECKILL only: sale closes; must be after beginAt.
 	EndAt *time.Time `json:"endAt,omitempty"`
+	// SECKILL only: stock buckets (1-64, default 1). A hot sale's stock split over that many Redis
+	// Cluster slots, so several masters admit it; see docs/seckill.md, "Stock buckets".
+	Buckets *int `json:"buckets,omitempty"`
 }
 
 type LoginPayload struct {

@@ -131,6 +131,7 @@ type SeckillResult struct {
 	Baseline      Baseline     `json:"baseline"`
 	Ratio         float64      `json:"ratio_vs_redis_benchmark,omitempty"`
 	Verification  Verification `json:"verification"`
+	BucketRuns    []BucketRun  `json:"bucket_runs,omitempty"` // -buckets with a list: one sale per count
 	OK            bool         `json:"ok"`
 	Report        string       `json:"report,omitempty"`
 	CPUProfile    string       `json:"cpu_profile,omitempty"`
@@ -147,6 +148,7 @@ type seckillOpts struct {
 	targets                                        []string
 	adminPhone, adminToken                         string
 	rate                                           float64
+	buckets                                        []int // stock buckets of each sale (-buckets)
 }
 
 // listFlag is a repeatable, comma-separated string flag.
@@ -187,6 +189,7 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 	fs.StringVar(&o.adminPhone, "admin-phone", app.DevAdminPhone, "HTTP mode: phone of an admin (SURGE_ADMIN_PHONES of the servers) to create the voucher")
 	fs.StringVar(&o.adminToken, "admin-token", "", "HTTP mode: an admin's session token instead of logging in as -admin-phone (a phone waits 60 s between codes, longer after three)")
 	fs.Float64Var(&o.rate, "rate", -1, "in-process: grabs per second per user (burst twice that); negative: no limit")
+	bucketList := fs.String("buckets", "1", "-inprocess: stock buckets of the voucher (1-64); a list (1,3,6) runs one sale per value with the same users and reports each, with the share of script calls and the CPU of each Redis master")
 	jsonOnly := fs.Bool("json-only", false, "print only the final JSON line")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -208,7 +211,12 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 	if o.stock < 0 {
 		o.stock = o.users
 	}
+	if o.buckets, err = parseBuckets(*bucketList); err != nil {
+		return err
+	}
 	switch {
+	case (len(o.buckets) > 1 || o.buckets[0] != 1) && !o.inprocess:
+		return errors.New("bench seckill: -buckets needs -inprocess")
 	case o.inprocess == (len(o.targets) > 0):
 		return errors.New("bench seckill: give either -inprocess or -target URL[,URL...]")
 	case o.users < 1 || o.users > 1_000_000:
@@ -261,6 +269,9 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 			cleanupUsers(ctx, st, users)
 		}
 	}()
+	if len(o.buckets) > 1 || o.buckets[0] != 1 {
+		return runBucketSeries(ctx, tg.(*inprocess), st, o, users, out, res, began) // seckill_buckets.go
+	}
 
 	now := time.Now()
 	vid, err := tg.createVoucher(ctx, o.stock, now.Add(-time.Minute), now.Add(o.timeout+time.Hour))
@@ -336,7 +347,7 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 	// share the machine with it (which would flatter our ratio).
 	var drained *drainResult
 	if st != nil && st.lua {
-		drained = waitDrained(ctx, st, vid, o.drainTimeout)
+		drained = waitDrained(ctx, st, vid, 1, o.drainTimeout)
 	}
 	if baselineOK && res.Baseline.Before > 0 {
 		rps, _, _, _, note := seckillBaseline(ctx, st, cfg, o.baselineN)
@@ -464,6 +475,24 @@ type load struct {
 	at            []time.Duration // per call: completion, from the phase's start
 	elapsed       time.Duration
 	capped        bool
+	// For false sold-outs (stock only goes down in a bench sale): when each SOLD_OUT answer
+	// came, and when the last grab that was admitted was sent, from the phase's start.
+	soldAt        []time.Duration
+	lastAdmitSent atomic.Int64
+}
+
+// falseSoldOuts counts the SOLD_OUT answers that came before a grab sent later was admitted:
+// the sale still had a unit then. A lower bound (a unit nobody grabbed later goes uncounted;
+// the final unsold count shows those).
+func (ld *load) falseSoldOuts() int64 {
+	var n int64
+	last := time.Duration(ld.lastAdmitSent.Load())
+	for _, at := range ld.soldAt {
+		if at < last {
+			n++
+		}
+	}
+	return n
 }
 
 func fire(ctx context.Context, tg seckillTarget, users []*simUser, vid int, o seckillOpts, out *output) *load {
@@ -483,10 +512,12 @@ func fire(ctx context.Context, tg seckillTarget, users []*simUser, vid int, o se
 		wg.Go(func() {
 			lat := make([]time.Duration, 0, int(total)/o.concurrency+16)
 			at := make([]time.Duration, 0, cap(lat))
+			var soldAt []time.Duration
 			defer func() {
 				mu.Lock()
 				ld.lat = append(ld.lat, lat...)
 				ld.at = append(ld.at, at...)
+				ld.soldAt = append(ld.soldAt, soldAt...)
 				mu.Unlock()
 			}()
 			for n := 0; ; n++ {
@@ -515,6 +546,14 @@ func fire(ctx context.Context, tg seckillTarget, users []*simUser, vid int, o se
 						if !ld.orderOf[ui].CompareAndSwap(0, orderID) {
 							ld.dupAdmissions.Add(1)
 						}
+						for sent := int64(t0.Sub(start)); ; {
+							last := ld.lastAdmitSent.Load()
+							if sent <= last || ld.lastAdmitSent.CompareAndSwap(last, sent) {
+								break
+							}
+						}
+					case oSoldOut:
+						soldAt = append(soldAt, t1.Sub(start))
 					case oAlready:
 						ld.alreadyOf[ui].Store(orderID)
 					case oError:

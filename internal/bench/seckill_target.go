@@ -60,10 +60,21 @@ type stateAccess struct {
 // dropSale deletes a voucher's sale keys, its lock and fencing counter and its registry entry
 // in the deployment of cfg.
 func dropSale(ctx context.Context, rdb redis.UniversalClient, cfg app.Config, voucherID int) error {
-	k := seckill.KeysOf(cfg.SeckillKeyPrefix(), voucherID)
-	keys := append([]string{k.Meta, k.Stock, k.Buyers, k.Orders, k.Dead}, seckill.VoucherLockKeys(cfg.Namespace, seckill.DefaultPrefix, voucherID)...)
-	return errors.Join(unlink(ctx, rdb, keys...),
-		rdb.ZRem(ctx, seckill.RegistryKey(cfg.SeckillKeyPrefix()), strconv.Itoa(voucherID)).Err())
+	pfx := cfg.SeckillKeyPrefix()
+	countKey := seckill.BucketCountKey(pfx, voucherID)
+	n, _ := rdb.Get(ctx, countKey).Int() // stock buckets; none recorded: 1
+	n = max(n, 1)
+	keys := append([]string{countKey}, seckill.VoucherLockKeys(cfg.Namespace, seckill.DefaultPrefix, voucherID)...)
+	for b := range n {
+		k := seckill.BucketKeysOf(pfx, voucherID, b, n)
+		keys = append(keys, k.Meta, k.Stock, k.Buyers, k.Orders, k.Dead, k.Borrows, k.Lent)
+	}
+	members := seckill.RegistryMembers(voucherID, n)
+	args := make([]any, len(members))
+	for i, m := range members {
+		args[i] = m
+	}
+	return errors.Join(unlink(ctx, rdb, keys...), rdb.ZRem(ctx, seckill.RegistryKey(pfx), args...).Err())
 }
 
 func describeConfig(cfg app.Config) (string, string) {
@@ -108,6 +119,7 @@ type inprocess struct {
 	run      string
 	stopCons context.CancelFunc
 	consDone chan struct{}
+	buckets  int // stock buckets of the vouchers it creates (0: the default)
 }
 
 func newInprocess(ctx context.Context, cfg app.Config, o seckillOpts, out *output) (*inprocess, error) {
@@ -174,6 +186,12 @@ func (t *inprocess) createVoucher(ctx context.Context, stock int, begin, end tim
 		ShopID: shopID, Title: "bench seckill " + t.run, PayValue: 100, ActualValue: 1000,
 		Kind: voucher.KindSECKILL, Stock: &stock, BeginAt: &begin, EndAt: &end,
 	})
+	if err == nil && t.buckets > 1 {
+		// Created with one bucket and warmed (the catalog); split before any grab.
+		err = t.a.Seckill.Guard(ctx, v.ID, func(ctx context.Context) error {
+			return t.a.DB.Ent.Voucher.UpdateOneID(v.ID).SetBuckets(t.buckets).Exec(ctx)
+		})
+	}
 	if err != nil {
 		return 0, err
 	}

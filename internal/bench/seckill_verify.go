@@ -44,6 +44,7 @@ type verifyInput struct {
 	dupAdmissions int64
 	drainTimeout  time.Duration
 	drained       *drainResult // the caller's wait for the stream to drain, if it waited
+	buckets       int          // the voucher's stock buckets (0 or 1: its own keys)
 }
 
 // testHookAfterDrain, when set (by tests), runs after the stream drained and before the checks:
@@ -58,14 +59,21 @@ type drainResult struct {
 }
 
 // waitDrained waits until the voucher's order stream is empty, at most timeout.
-func waitDrained(ctx context.Context, st *stateAccess, voucherID int, timeout time.Duration) *drainResult {
-	k := seckill.KeysOf(st.prefix, voucherID)
+func waitDrained(ctx context.Context, st *stateAccess, voucherID, buckets int, timeout time.Duration) *drainResult {
 	start := time.Now()
 	deadline := start.Add(timeout)
 	d := &drainResult{}
 	for {
-		n, err := st.rdb.XLen(ctx, k.Orders).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		var n int64
+		var err error
+		for b := range max(buckets, 1) {
+			l, lerr := st.rdb.XLen(ctx, seckill.BucketKeysOf(st.prefix, voucherID, b, max(buckets, 1)).Orders).Result()
+			if lerr != nil && !errors.Is(lerr, redis.Nil) {
+				err = lerr
+			}
+			n += l
+		}
+		if err != nil {
 			d.err = err
 			break
 		}
@@ -85,12 +93,10 @@ func verify(ctx context.Context, st *stateAccess, in verifyInput) Verification {
 	v := Verification{InitialStock: in.initial, Violations: []string{}}
 	bad := func(format string, args ...any) { v.Violations = append(v.Violations, fmt.Sprintf(format, args...)) }
 	note := func(format string, args ...any) { v.Notes = append(v.Notes, fmt.Sprintf(format, args...)) }
-	k := seckill.KeysOf(st.prefix, in.voucherID)
-
 	if st.lua {
 		d := in.drained
 		if d == nil {
-			d = waitDrained(ctx, st, in.voucherID, in.drainTimeout)
+			d = waitDrained(ctx, st, in.voucherID, in.buckets, in.drainTimeout)
 		}
 		v.StreamLeft, v.DrainMS = d.left, ms(d.took)
 		if d.err != nil {
@@ -241,15 +247,21 @@ func verify(ctx context.Context, st *stateAccess, in verifyInput) Verification {
 		note("sync strategy: no Redis state to check")
 		return finish(v)
 	}
-	stock, err := st.rdb.Get(ctx, k.Stock).Int64()
-	if err != nil {
-		bad("reading the Redis stock %s: %v", k.Stock, err)
-		return finish(v)
-	}
-	buyers, err := st.rdb.HLen(ctx, k.Buyers).Result()
-	if err != nil {
-		bad("reading the Redis buyers %s: %v", k.Buyers, err)
-		return finish(v)
+	// Summed over the voucher's stock buckets (one: the voucher's own keys).
+	var stock, buyers int64
+	for b := range max(in.buckets, 1) {
+		k := seckill.BucketKeysOf(st.prefix, in.voucherID, b, max(in.buckets, 1))
+		n, err := st.rdb.Get(ctx, k.Stock).Int64()
+		if err != nil {
+			bad("reading the Redis stock %s: %v", k.Stock, err)
+			return finish(v)
+		}
+		m, err := st.rdb.HLen(ctx, k.Buyers).Result()
+		if err != nil {
+			bad("reading the Redis buyers %s: %v", k.Buyers, err)
+			return finish(v)
+		}
+		stock, buyers = stock+n, buyers+m
 	}
 	v.StockRedis, v.BuyersRedis = &stock, &buyers
 	if stock+buyers != int64(in.initial) {

@@ -275,6 +275,18 @@ type VoucherInput struct {
 	Stock       *int
 	BeginAt     *time.Time
 	EndAt       *time.Time
+	Buckets     *int // SECKILL only: stock buckets, 1..MaxBuckets (nil: 1)
+}
+
+// MaxBuckets bounds a seckill voucher's stock buckets (the ent schema's range).
+const MaxBuckets = 64
+
+// validBuckets checks a bucket count.
+func validBuckets(n *int) error {
+	if n != nil && (*n < 1 || *n > MaxBuckets) {
+		return apperr.Invalid("buckets", "buckets must be in 1..%d, got %d", MaxBuckets, *n)
+	}
+	return nil
 }
 
 // MaxStock bounds a seckill stock to something a sale can plausibly hold.
@@ -299,8 +311,8 @@ func (in *VoucherInput) Validate() error {
 	}
 	switch in.Kind {
 	case voucher.KindNORMAL:
-		if in.Stock != nil || in.BeginAt != nil || in.EndAt != nil {
-			return apperr.Invalid("kind", "a NORMAL voucher takes no stock, beginAt or endAt")
+		if in.Stock != nil || in.BeginAt != nil || in.EndAt != nil || in.Buckets != nil {
+			return apperr.Invalid("kind", "a NORMAL voucher takes no stock, beginAt, endAt or buckets")
 		}
 	case voucher.KindSECKILL:
 		switch {
@@ -314,6 +326,9 @@ func (in *VoucherInput) Validate() error {
 			return apperr.Invalid("beginAt", "a SECKILL voucher needs beginAt and endAt")
 		case !in.BeginAt.Before(*in.EndAt):
 			return apperr.Invalid("endAt", "endAt must be after beginAt")
+		}
+		if err := validBuckets(in.Buckets); err != nil {
+			return err
 		}
 	default:
 		return apperr.Invalid("kind", "invalid kind %q", in.Kind)
@@ -338,6 +353,7 @@ func (s *Service) CreateVoucher(ctx context.Context, in VoucherInput) (*ent.Vouc
 		SetPayValue(in.PayValue).SetActualValue(in.ActualValue).
 		SetKind(in.Kind).SetStatus(in.Status).
 		SetNillableStock(in.Stock).SetNillableBeginAt(in.BeginAt).SetNillableEndAt(in.EndAt).
+		SetNillableBuckets(in.Buckets).
 		Save(ctx)
 	return v, FromEnt(err)
 }
@@ -358,6 +374,9 @@ type VoucherUpdate struct {
 	AddStock *int
 	BeginAt  *time.Time
 	EndAt    *time.Time
+	// Buckets changes a SECKILL voucher's stock buckets, only before its sale begins (a user's
+	// bucket follows from the count).
+	Buckets *int
 }
 
 // Validate checks the update against the voucher it changes, with the rules of VoucherInput
@@ -393,10 +412,18 @@ func (u *VoucherUpdate) Validate(cur *ent.Voucher) error {
 			field = "beginAt"
 		case u.EndAt != nil:
 			field = "endAt"
+		case u.Buckets != nil:
+			field = "buckets"
 		default:
 			return nil
 		}
-		return apperr.Invalid(field, "a NORMAL voucher takes no stock, beginAt or endAt")
+		return apperr.Invalid(field, "a NORMAL voucher takes no stock, beginAt, endAt or buckets")
+	}
+	if err := validBuckets(u.Buckets); err != nil {
+		return err
+	}
+	if u.Buckets != nil && *u.Buckets != cur.Buckets && cur.BeginAt != nil && !time.Now().Before(*cur.BeginAt) {
+		return apperr.Invalid("buckets", "the sale began at %s: its buckets can no longer change", cur.BeginAt.UTC().Format(time.RFC3339))
 	}
 	switch {
 	case u.Stock != nil && *u.Stock < 0:
@@ -452,7 +479,8 @@ func (s *Service) UpdateVoucher(ctx context.Context, id int, in VoucherUpdate) (
 		SetNillableTitle(in.Title).SetNillableSubtitle(in.Subtitle).SetNillableRules(in.Rules).
 		SetNillablePayValue(in.PayValue).SetNillableActualValue(in.ActualValue).
 		SetNillableStatus(in.Status).
-		SetNillableStock(in.Stock).SetNillableBeginAt(in.BeginAt).SetNillableEndAt(in.EndAt)
+		SetNillableStock(in.Stock).SetNillableBeginAt(in.BeginAt).SetNillableEndAt(in.EndAt).
+		SetNillableBuckets(in.Buckets)
 	if in.AddStock != nil {
 		// One statement: the consumer's "stock = stock - n" can land before or after it, never
 		// in between. The limit is checked again in it (Validate read the stock earlier).

@@ -119,3 +119,40 @@ func TestVoucherUpdateValidate(t *testing.T) {
 		t.Fatalf("title not trimmed: %q %v", *in.Title, err)
 	}
 }
+
+// TestVoucherBuckets: a SECKILL voucher takes 1..64 buckets, a NORMAL one none, and an update
+// changes them only before the sale begins.
+func TestVoucherBuckets(t *testing.T) {
+	now := time.Now()
+	later := now.Add(time.Hour)
+	n := func(v int) *int { return &v }
+	in := VoucherInput{ShopID: 1, Title: "t", PayValue: 1, ActualValue: 2, Kind: voucher.KindSECKILL,
+		Stock: n(10), BeginAt: &now, EndAt: &later}
+	for _, c := range []struct {
+		buckets *int
+		ok      bool
+	}{{nil, true}, {n(1), true}, {n(3), true}, {n(64), true}, {n(0), false}, {n(65), false}} {
+		in.Buckets = c.buckets
+		if err := in.Validate(); (err == nil) != c.ok {
+			t.Errorf("buckets %v: %v", c.buckets, err)
+		}
+	}
+	normal := VoucherInput{ShopID: 1, Title: "t", PayValue: 1, ActualValue: 2, Kind: voucher.KindNORMAL, Buckets: n(2)}
+	if err := normal.Validate(); err == nil {
+		t.Error("a NORMAL voucher took buckets")
+	}
+	future, past := now.Add(time.Minute), now.Add(-time.Minute)
+	end := now.Add(2 * time.Hour)
+	before := &ent.Voucher{Kind: voucher.KindSECKILL, Stock: n(5), BeginAt: &future, EndAt: &end, Buckets: 1}
+	during := &ent.Voucher{Kind: voucher.KindSECKILL, Stock: n(5), BeginAt: &past, EndAt: &end, Buckets: 1}
+	if err := (&VoucherUpdate{Buckets: n(3)}).Validate(before); err != nil {
+		t.Errorf("buckets changed before the sale: %v", err)
+	}
+	var ae *apperr.Error
+	if err := (&VoucherUpdate{Buckets: n(3)}).Validate(during); !errors.As(err, &ae) {
+		t.Errorf("buckets changed during the sale: %v, want an invalid-input error", err)
+	}
+	if err := (&VoucherUpdate{Buckets: n(1)}).Validate(during); err != nil {
+		t.Errorf("the same bucket count during the sale: %v", err)
+	}
+}
