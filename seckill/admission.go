@@ -41,7 +41,8 @@ type admission struct {
 	log    *slog.Logger
 	warm   func(ctx context.Context, voucherID int) error // rebuilds a voucher Redis lost
 	vouchs voucherInfos
-	told   *told // the orders told, until written (told.go)
+	told   *told     // the orders told, until written (told.go)
+	signal func(int) // tells this process's consumer a voucher has new entries
 }
 
 // Bounds of the work a grab on a voucher Redis lost starts.
@@ -69,6 +70,7 @@ func (a *admission) grab(ctx context.Context, userID, voucherID int) (Admission,
 	}
 	switch r.Outcome {
 	case lua.GrabAdmitted:
+		a.signal(voucherID)
 		a.told.note(voucherID, userID, orderID, time.Now())
 		return Admission{OrderID: orderID, Status: StatusQueued}, nil
 	case lua.GrabNotReady:

@@ -1,0 +1,190 @@
+package seckill_test
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/surgekit/surge/internal/testenv"
+	"github.com/surgekit/surge/seckill"
+)
+
+// cmdCounter is a go-redis hook that counts the commands a client sends (a pipeline counts
+// each of its commands, as Redis's commandstats do).
+type cmdCounter struct{ n atomic.Int64 }
+
+func (c *cmdCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+}
+func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(int64(len(cmds))); return next(ctx, cmds) }
+}
+
+// connCounter is a go-redis hook that counts the connections a client has open.
+type connCounter struct{ open, peak atomic.Int64 }
+
+func (c *connCounter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err == nil {
+			n := c.open.Add(1)
+			for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
+			}
+			conn = &countedConn{Conn: conn, c: c}
+		}
+		return conn, err
+	}
+}
+func (c *connCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (c *connCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+type countedConn struct {
+	net.Conn
+	c    *connCounter
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.c.open.Add(-1) })
+	return c.Conn.Close()
+}
+
+// manyVouchers is how many live vouchers TestManyLiveVouchers runs at once, each with
+// perVoucher units and as many buyers.
+const (
+	manyVouchers = 320
+	perVoucher   = 10
+	manyReaders  = 4
+)
+
+// TestManyLiveVouchers: 320 sales live at once on one consumer with 4 readers. Its goroutines
+// do not grow with the vouchers, its stream client never holds more connections than its
+// pool's bound, every sale ends exact (every unit sold once, persisted, Redis and the database
+// agreeing), each voucher's orders reach the database within a second of its last admission,
+// and once idle the consumer spends at most 50 Redis commands per second on all of them.
+func TestManyLiveVouchers(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		e := newEnv(t, rdb)
+		ctx := context.Background()
+		main := testenv.Another(t, rdb)
+		pool, nodes := 2*manyReaders+2, 1
+		var streams redis.UniversalClient
+		switch c := rdb.(type) {
+		case *redis.ClusterClient:
+			streams = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Options().Addrs, PoolSize: pool})
+			nodes = len(c.Options().Addrs)
+		case *redis.Client:
+			streams = redis.NewClient(&redis.Options{Addr: c.Options().Addr, PoolSize: pool})
+		}
+		t.Cleanup(func() { _ = streams.Close() })
+		cmds, conns := &cmdCounter{}, &connCounter{}
+		main.AddHook(cmds)
+		streams.AddHook(cmds)
+		streams.AddHook(conns)
+		s, err := seckill.New(e.db.Ent, main, e.options(seckill.Options{StreamClient: streams, Readers: manyReaders}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+
+		vouchers := make([]int, manyVouchers)
+		for i := range vouchers {
+			vouchers[i] = e.onSale(s, perVoucher)
+		}
+		users := e.users(perVoucher)
+		before := runtime.NumGoroutine()
+		e.consume(s)
+		time.Sleep(1500 * time.Millisecond) // the supervisor lists them all
+		if grown := runtime.NumGoroutine() - before; grown > 2*manyReaders+10 {
+			t.Fatalf("the consumer runs %d goroutines for %d live vouchers, want at most %d", grown, manyVouchers, 2*manyReaders+10)
+		}
+
+		// Every voucher sells out, grabbed from 32 goroutines at once; each voucher's last
+		// admission is noted, and a poller notes when its stream is drained.
+		last := make([]atomic.Int64, manyVouchers)
+		var g errgroup.Group
+		g.SetLimit(32)
+		for i, v := range vouchers {
+			for _, u := range users {
+				g.Go(func() error {
+					_, err := s.Grab(ctx, u, v)
+					last[i].Store(time.Now().UnixNano())
+					return err
+				})
+			}
+		}
+		drainedAt := make([]time.Time, manyVouchers)
+		pollDone := make(chan struct{})
+		go func() {
+			defer close(pollDone)
+			for left := manyVouchers; left > 0; time.Sleep(20 * time.Millisecond) {
+				pipe := rdb.Pipeline()
+				lens := make([]*redis.IntCmd, manyVouchers)
+				for i, v := range vouchers {
+					if drainedAt[i].IsZero() {
+						lens[i] = pipe.XLen(ctx, seckill.KeysOf(e.prefix, v).Orders)
+					}
+				}
+				_, _ = pipe.Exec(ctx)
+				now := time.Now()
+				for i := range vouchers {
+					if lens[i] != nil && lens[i].Val() == 0 && last[i].Load() != 0 {
+						drainedAt[i], left = now, left-1
+					}
+				}
+			}
+		}()
+		if err := g.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-pollDone:
+		case <-time.After(30 * time.Second):
+			t.Fatal("not every voucher drained within 30s")
+		}
+		lags := make([]time.Duration, manyVouchers)
+		for i := range vouchers {
+			lags[i] = max(0, drainedAt[i].Sub(time.Unix(0, last[i].Load())))
+		}
+		slices.Sort(lags)
+		p99 := lags[len(lags)*99/100]
+		t.Logf("%d vouchers: persistence lag after the last admission p50 %v p99 %v max %v", manyVouchers, lags[len(lags)/2], p99, lags[len(lags)-1])
+		if p99 > time.Second {
+			t.Fatalf("persistence lag p99 %v, want ≤ 1s", p99)
+		}
+		for _, v := range vouchers {
+			st := e.state(v)
+			if st.orders != perVoucher || st.dbStock != 0 || st.redisStock != 0 || st.buyers != perVoucher || st.dupUsers != 0 || st.failed != 0 {
+				t.Fatalf("voucher %d: %+v, want %d orders, stock 0 in both stores", v, st, perVoucher)
+			}
+		}
+		if peak, bound := conns.peak.Load(), int64(pool*nodes); peak > bound {
+			t.Fatalf("the stream client opened %d connections at once, want ≤ %d", peak, bound)
+		}
+
+		// Idle: the told orders are forgotten within a few seconds; then count.
+		deadline := time.Now().Add(10 * time.Second)
+		for seckill.ToldRemembered(s) > 0 && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		from, start := cmds.n.Load(), time.Now()
+		time.Sleep(4 * time.Second)
+		rate := float64(cmds.n.Load()-from) / time.Since(start).Seconds()
+		t.Logf("idle: %.1f commands/s for %d live vouchers; stream connections peak %d", rate, manyVouchers, conns.peak.Load())
+		if rate > 50 {
+			t.Fatalf("idle consumer sends %.1f commands/s for %d live vouchers, want ≤ 50", rate, manyVouchers)
+		}
+	})
+}
