@@ -3,6 +3,7 @@ package seckill
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -33,9 +34,15 @@ const (
 	sweepMinCycle = time.Second
 )
 
-// forgetEvery is how often, per voucher, a group with other consumers is checked for the
-// consumers of processes long gone (forgetConsumers).
-const forgetEvery = 10 * time.Minute
+// maxForgetEvery bounds how often, per voucher, a group is checked for the consumers of
+// processes long gone (forgetConsumers): every forgetConsumersIdle ClaimIdle periods (the
+// idle time that condemns a consumer), at most every maxForgetEvery. A voucher first seen is
+// given a random phase, so that the checks of many vouchers spread over the period.
+const maxForgetEvery = 10 * time.Minute
+
+func (s *sweeper) forgetEvery() time.Duration {
+	return min(maxForgetEvery, forgetConsumersIdle*s.c.opts.claimIdle)
+}
 
 func newSweeper(c *consumer) *sweeper { return &sweeper{c: c, forgot: map[int]time.Time{}} }
 
@@ -45,9 +52,12 @@ func (s *sweeper) setLive(live []int) {
 	defer s.mu.Unlock()
 	s.live = live
 	keep := make(map[int]time.Time, len(live))
+	now, every := time.Now(), s.forgetEvery()
 	for _, v := range live {
 		if t, ok := s.forgot[v]; ok {
 			keep[v] = t
+		} else {
+			keep[v] = now.Add(-rand.N(every))
 		}
 	}
 	s.forgot = keep
@@ -121,7 +131,7 @@ func (s *sweeper) sweep(ctx context.Context, slice []int) {
 			if g.Pending > 0 {
 				wants |= wantClaim | wantOwn
 			}
-			if g.Consumers > 1 && s.forgetDue(v, now) {
+			if g.Consumers > 0 && s.forgetDue(v, now) {
 				wants |= wantForget
 			}
 			// Lag -1: Redis cannot tell (entries deleted out of order); a read will.
@@ -137,7 +147,7 @@ func (s *sweeper) sweep(ctx context.Context, slice []int) {
 func (s *sweeper) forgetDue(v int, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if last, ok := s.forgot[v]; ok && now.Sub(last) < forgetEvery {
+	if last, ok := s.forgot[v]; ok && now.Sub(last) < s.forgetEvery() {
 		return false
 	}
 	s.forgot[v] = now
