@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/surgekit/surge/ent/seckillorder"
 	"github.com/surgekit/surge/internal/testenv"
 	"github.com/surgekit/surge/seckill"
 )
@@ -227,4 +228,66 @@ func TestManyLiveVouchers(t *testing.T) {
 			t.Fatalf("idle consumer sends %.1f commands/s for %d live vouchers, want ≤ 50", rate, manyVouchers)
 		}
 	})
+}
+
+// TestHotVoucherDoesNotStarveQuietOnes: while one voucher takes a burst of 3 000 grabs, an
+// order of a quiet voucher (one grab every 200 ms) reaches the database within a second: a
+// voucher is served by one reader at a time, in turns, so the others stay free for the rest.
+func TestHotVoucherDoesNotStarveQuietOnes(t *testing.T) {
+	rdb := testenv.Redis(t)
+	e := newEnv(t, rdb)
+	ctx := context.Background()
+	s := e.service(seckill.Options{Readers: 4})
+	const burst = 3000
+	hot, quiet := e.onSale(s, burst), e.onSale(s, 100)
+	for range 20 {
+		e.onSale(s, 1) // idle live vouchers besides
+	}
+	users := e.users(burst)
+	e.consume(s)
+	time.Sleep(1100 * time.Millisecond)
+
+	var g errgroup.Group
+	g.SetLimit(64)
+	start := time.Now()
+	for _, u := range users {
+		g.Go(func() error { _, err := s.Grab(ctx, u, hot); return err })
+	}
+	var lags []time.Duration
+	for i := 0; i < 10; i++ {
+		time.Sleep(200 * time.Millisecond)
+		a, err := s.Grab(ctx, users[i], quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		for {
+			o, err := s.Order(ctx, users[i], a.OrderID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o != nil && o.Status == seckillorder.StatusCREATED {
+				break
+			}
+			if time.Since(at) > 10*time.Second {
+				t.Fatalf("quiet order %d not persisted after 10s", a.OrderID)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		lags = append(lags, time.Since(at))
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	admitted := time.Since(start)
+	e.drained(hot, 30*time.Second)
+	slices.Sort(lags)
+	t.Logf("hot voucher: %d grabs admitted in %v, drained %v after the first; quiet voucher's lag p50 %v max %v",
+		burst, admitted, time.Since(start), lags[len(lags)/2], lags[len(lags)-1])
+	if worst := lags[len(lags)-1]; worst > time.Second {
+		t.Fatalf("a quiet voucher's order took %v to reach the database during the hot one's burst, want ≤ 1s", worst)
+	}
+	if st := e.state(hot); st.orders != burst || st.dbStock != 0 || st.redisStock != 0 || st.dupUsers != 0 {
+		t.Fatalf("hot voucher: %+v", st)
+	}
 }
