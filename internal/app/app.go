@@ -409,3 +409,7 @@ func offIfZero(d time.Duration) time.Duration {
 	}
 	return d
 }
+
+// StreamClient is the order consumer's Redis client (its own pool), nil before the seckill
+// service starts: for tools that measure it (surge bench sales).
+func (a *App) StreamClient() redis.UniversalClient { return a.streams }
