@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/lua"
 )
 
 // consumerOptions are the Options the order consumer uses.
@@ -169,33 +171,30 @@ func (c *consumer) liveVouchers(ctx context.Context) ([]int, error) {
 	return append(live, c.oldWithOrders(ctx, old)...), nil
 }
 
+// retiredKeep is how long a finished sale's keys (meta, stock, buyers, stream) outlive its
+// retirement: grabs meanwhile are still answered ENDED from meta rather than rebuilding it.
+// Its dead letters keep their own expiry (a week after the end; each is a FAILED row too).
+const retiredKeep = 2 * time.Minute
+
 // oldWithOrders keeps the vouchers whose sale ended Linger ago and whose stream still holds
-// orders; those with an empty stream leave the registry.
+// orders; the others are retired (lua.RetireSale: their keys expire within retiredKeep) and
+// leave the registry.
 func (c *consumer) oldWithOrders(ctx context.Context, old []int) []int {
-	if len(old) == 0 {
-		return nil
-	}
-	// Each length's own error is read below; the pipeline's is the first of them.
-	lens, _ := bounded(ctx, c.rdb, func(ctx context.Context) ([]*redis.IntCmd, error) {
-		lens := make([]*redis.IntCmd, len(old))
-		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, v := range old {
-				lens[i] = p.XLen(ctx, c.keys.sale(v).Orders)
-			}
-			return nil
-		})
-		return lens, err
-	})
-	if lens == nil {
-		return nil // given up on
-	}
 	var keep []int
-	for i, v := range old {
-		n, err := lens[i].Result()
+	for _, v := range old {
+		r, err := bounded(ctx, c.rdb, func(ctx context.Context) (lua.Retirement, error) {
+			return lua.RetireSale(ctx, c.rdb, c.keys.script(v), retiredKeep)
+		})
+		if err == nil && r == lua.SaleNotFound {
+			r, err = c.emptyStream(ctx, v)
+		}
 		switch {
-		case err == nil && n > 0:
+		case err != nil:
+			c.failed(ctx, opUnregister, err, "voucher", v)
 			keep = append(keep, v)
-		case err == nil || errors.Is(err, redis.Nil):
+		case r == lua.SaleNotOver:
+			keep = append(keep, v)
+		default:
 			err := boundedErr(ctx, c.rdb, func(ctx context.Context) error { return c.rdb.ZRem(ctx, c.keys.registry(), v).Err() })
 			if err != nil { // it stays registered: the next pass tries again
 				c.failed(ctx, opUnregister, err, "voucher", v)
@@ -203,6 +202,21 @@ func (c *consumer) oldWithOrders(ctx context.Context, old []int) []int {
 		}
 	}
 	return keep
+}
+
+// emptyStream tells, for a voucher Redis holds no sale state of, whether its stream still
+// holds orders (SaleNotOver) or not (SaleRetired).
+func (c *consumer) emptyStream(ctx context.Context, v int) (lua.Retirement, error) {
+	n, err := bounded(ctx, c.rdb, func(ctx context.Context) (int64, error) {
+		return c.rdb.XLen(ctx, c.keys.sale(v).Orders).Result()
+	})
+	switch {
+	case errors.Is(err, redis.Nil) || err == nil && n == 0:
+		return lua.SaleRetired, nil
+	case err != nil:
+		return 0, err
+	}
+	return lua.SaleNotOver, nil
 }
 
 // failed logs and counts an error of background work, which has no caller to return it to;

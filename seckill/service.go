@@ -87,7 +87,9 @@ type Options struct {
 	// DeadLetterMaxLen caps each voucher's dead-letter stream (approximately). (100 000) The stream
 	// expires with the sale's other keys, a week after its end; each order in it is a FAILED row.
 	DeadLetterMaxLen int64
-	// Linger keeps reading a voucher's stream this long after its sale ended. (1 h)
+	// Linger keeps a voucher live this long after its sale ended (its stream swept, for orders
+	// admitted at the last moment by another process); then, once its stream is empty, its
+	// keys expire within two minutes (see docs/seckill.md, "What a finished sale leaves"). (1 min)
 	Linger time.Duration
 
 	// EpochStore keeps the order id counter's fences in the database (idgen.WithEpochStore,
@@ -117,7 +119,7 @@ const (
 	defaultClaimIdle        = 30 * time.Second
 	defaultMaxDeliveries    = 5
 	defaultDeadLetterMaxLen = 100_000
-	defaultLinger           = time.Hour
+	defaultLinger           = time.Minute
 )
 
 func (o *Options) setDefaults() {
