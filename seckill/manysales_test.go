@@ -291,3 +291,51 @@ func TestHotVoucherDoesNotStarveQuietOnes(t *testing.T) {
 		t.Fatalf("hot voucher: %+v", st)
 	}
 }
+
+// TestThreeServersManyVouchers: three services (processes) share Redis and the database,
+// each with its consumer, and 90 live vouchers; grabs go round-robin over the servers, and one
+// more service admits without a consumer (SURGE_SECKILL_CONSUMER=false): its orders, which no
+// local signal announces, are found by the others' sweeps. Every sale ends exact.
+func TestThreeServersManyVouchers(t *testing.T) {
+	rdb := testenv.Redis(t)
+	e := newEnv(t, rdb)
+	ctx := context.Background()
+	var servers []*seckill.Service
+	for range 3 {
+		s := e.service(seckill.Options{Readers: 2})
+		e.consume(s)
+		servers = append(servers, s)
+	}
+	admitOnly := e.service(seckill.Options{})
+	const n, stock = 90, 8
+	vouchers := make([]int, n)
+	for i := range vouchers {
+		vouchers[i] = e.onSale(servers[0], stock)
+	}
+	users := e.users(stock)
+	time.Sleep(1100 * time.Millisecond)
+	var g errgroup.Group
+	g.SetLimit(24)
+	for i, v := range vouchers {
+		for j, u := range users {
+			s := servers[(i+j)%3]
+			if j == 0 {
+				s = admitOnly
+			}
+			g.Go(func() error { _, err := s.Grab(ctx, u, v); return err })
+		}
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for _, v := range vouchers {
+		e.drained(v, 20*time.Second)
+	}
+	t.Logf("%d vouchers drained %v after the last grab", n, time.Since(start))
+	for _, v := range vouchers {
+		if st := e.state(v); st.orders != stock || st.dbStock != 0 || st.redisStock != 0 || st.buyers != stock || st.dupUsers != 0 || st.failed != 0 {
+			t.Fatalf("voucher %d: %+v", v, st)
+		}
+	}
+}

@@ -252,7 +252,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, ShutdownGrace: 15 * time.Second,
 			SeckillStrategy: *strategy, SeckillRate: *rate, StockThrottle: *stockThrottle,
 			SeckillClaimIdle: *claimIdle, SeckillReaders: *readers,
-			MaxTokens:        *maxTokens, MaxNesting: *maxNesting, MaxFields: *maxFields,
+			MaxTokens: *maxTokens, MaxNesting: *maxNesting, MaxFields: *maxFields,
 			RequestTimeout: *requestTimeout, ReadTimeout: *readTimeout,
 			SessionCache: *sessionCache, SessionSlide: *sessionSlide, SessionMaxAge: *sessionMaxAge,
 			TrustedProxyHeader: strings.TrimSpace(*proxyHeader),
