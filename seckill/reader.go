@@ -91,7 +91,9 @@ func (r *reader) turn(vs *voucherState, wants uint8) bool {
 			return r.afterReadError(vs, err)
 		}
 		if !r.persistRead(vs, streams) {
-			return !vs.retryOwn
+			// A batch not written for an outage is retried at once: the next turn waits for
+			// the database, or for Redis and backs off.
+			return vs.retryOwn
 		}
 	}
 	return true // a full turn: maybe more
