@@ -146,8 +146,8 @@ func (o *once) start(v int, fn func()) {
 
 func (o *once) wait() { o.wg.Wait() }
 
-// liveVouchers lists the registered vouchers that need a reader; vouchers whose sale ended
-// more than Linger ago with an empty stream leave the registry.
+// liveVouchers lists the registered vouchers the consumer sweeps; vouchers whose sale ended
+// more than Linger ago with an empty stream are retired and leave the registry.
 func (c *consumer) liveVouchers(ctx context.Context) ([]int, error) {
 	zs, err := bounded(ctx, c.rdb, func(ctx context.Context) ([]redis.Z, error) {
 		return c.rdb.ZRangeWithScores(ctx, c.keys.registry(), 0, -1).Result()

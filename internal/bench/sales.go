@@ -247,7 +247,7 @@ func salesSetup(ctx context.Context, a *app.App, o salesOpts) ([]int, []int, err
 
 // salesCleanup ends the sales and deletes their Redis keys.
 func salesCleanup(ctx context.Context, a *app.App, cfg app.Config, vouchers []int) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	now := time.Now().UTC()
 	for _, v := range vouchers {
