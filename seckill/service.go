@@ -70,7 +70,7 @@ type Options struct {
 	BatchSize    int    // entries per read and per transaction (500)
 	// Readers is how many vouchers the consumer of a process persists at once, whatever the
 	// number of live vouchers: each voucher with new entries waits its turn in a fair queue.
-	// (8)
+	// (16)
 	Readers int
 	// SweepRate bounds the commands per second the consumer spends looking for work that no
 	// grab of this process announced (orders admitted by other processes, entries of dead
@@ -114,7 +114,7 @@ const (
 	defaultPipelines        = 2
 	defaultGroup            = "orders"
 	defaultBatchSize        = 500
-	defaultReaders          = 8
+	defaultReaders          = 16
 	defaultSweepRate        = 40
 	defaultClaimIdle        = 30 * time.Second
 	defaultMaxDeliveries    = 5
