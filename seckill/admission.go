@@ -44,6 +44,7 @@ type admission struct {
 	told   *told         // the orders told, until written (told.go)
 	counts *bucketCounts // each voucher's stock buckets (buckets.go)
 	borrow *borrower     // admits from another bucket when the user's is dry (borrow.go)
+	signal func(int)     // tells this process's consumer a stream (a voucher's or a bucket's) has new entries
 }
 
 // Bounds of the work a grab on a voucher Redis lost starts.
@@ -82,6 +83,7 @@ func (a *admission) grab(ctx context.Context, userID, voucherID int) (Admission,
 	}
 	switch r.Outcome {
 	case lua.GrabAdmitted:
+		a.signal(queuedIn)
 		a.told.note(queuedIn, userID, orderID, time.Now())
 		return Admission{OrderID: orderID, Status: StatusQueued}, nil
 	case lua.GrabNotReady:

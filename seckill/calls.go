@@ -10,9 +10,9 @@ import (
 	"github.com/surgekit/surge/redisctx"
 )
 
-// consumerCallTimeout bounds each Redis call of the consumer beyond the time a blocking read
-// waits by design, whatever the client's settings (package redisctx): a hung Redis holds a
-// reader no longer than that, and a stopped consumer returns at once.
+// consumerCallTimeout bounds each Redis call of the consumer (none blocks by design), whatever
+// the client's settings (package redisctx): a hung Redis holds a reader no longer than that,
+// and a stopped consumer returns at once.
 const consumerCallTimeout = 5 * time.Second
 
 // bounded runs one Redis call of the consumer; it returns when ctx ends or at the latest

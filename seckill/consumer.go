@@ -11,22 +11,31 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/lua"
 )
 
 // consumerOptions are the Options the order consumer uses.
 type consumerOptions struct {
-	streams          redis.UniversalClient // blocking reads: a pool of their own
-	group, name      string                // consumer group, and this process's consumer in it
-	batchSize        int
-	block, claimIdle time.Duration
-	maxDeliveries    int64
-	linger           time.Duration
-	clock            func() time.Time
+	streams       redis.UniversalClient // the readers' reads: a pool of their own
+	group, name   string                // consumer group, and this process's consumer in it
+	batchSize     int
+	readers       int // reader goroutines of the process
+	sweepRate     int // the sweep's commands per second
+	claimIdle     time.Duration
+	maxDeliveries int64
+	linger        time.Duration
+	clock         func() time.Time
 }
 
-// consumer persists admitted orders: one reader per live voucher stream (reader.go) writes
-// batches through the order store (persist.go), takes over what dead consumers left pending
-// and gives up on what keeps failing (claim.go). Redis is brought in line by the settler.
+// consumer persists admitted orders. A fixed set of readers (reader.go) serves the vouchers
+// with work from a fair queue (ready.go): admission signals each voucher it admits an order
+// for, in process and without a Redis command, and a slow sweep (sweep.go) finds what no
+// signal announces here (orders admitted by other processes, entries of dead consumers to
+// claim). So its Redis connections and goroutines are bounded by Readers whatever the number
+// of live vouchers, and an idle voucher costs one command per sweep cycle. Readers write
+// batches through the order store (persist.go), take over what dead consumers left pending
+// and give up on what keeps failing (claim.go). Redis is brought in line by the settler.
 type consumer struct {
 	opts    consumerOptions
 	rdb     redis.UniversalClient
@@ -35,39 +44,68 @@ type consumer struct {
 	settler *settler
 	m       *metrics
 	log     *slog.Logger
+	ready   *readyQueue
 	// rebuildStale rebuilds a voucher whose sale state Redis holds from before a restart or
 	// failover (recovery.go).
 	rebuildStale func(ctx context.Context, voucherID int)
-	// stale reports whether Redis holds a voucher's sale state from before a restart.
-	stale func(ctx context.Context, voucherID int) bool
+	// stale reports whether Redis holds a voucher's sale state from before a restart; ok
+	// false if it could not tell.
+	stale func(ctx context.Context, voucherID int) (stale, ok bool)
 
 	failures *failures
 	orphans  sync.Map    // stream -> a read given up on delivered entries here
 	dbDown   atomic.Bool // the last persist found the database unreachable
 }
 
-// supervisorTick is how often run lists the live vouchers and checks them for staleness.
+// supervisorTick is how often run lists the live vouchers and looks for a Redis restart.
 const supervisorTick = time.Second
 
-// run persists admitted orders until ctx ends: every second it lists the vouchers warmed into
-// Redis and keeps one reader per voucher whose sale is on (or ended less than Linger ago) or
-// whose stream still holds orders, and one rebuild per voucher whose state Redis holds from
-// before a restart or failover.
+// signal tells the consumer that voucher v has new entries in its stream.
+func (c *consumer) signal(v int) { c.ready.signal(v, 0) }
+
+// run persists admitted orders until ctx ends: it starts the readers and the sweep, and every
+// second lists the vouchers warmed into Redis (those whose sale is on or ended less than
+// Linger ago, or whose stream still holds orders) and, after Redis restarted or failed over
+// (its run_id changed), rebuilds each voucher whose state Redis holds from before.
 func (c *consumer) run(ctx context.Context) {
-	readers, rebuilds := newOnce(), newOnce()
-	defer readers.wait()
+	c.ready.reopen()
+	var wg sync.WaitGroup
+	for range c.opts.readers {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.newReader(ctx).run() }()
+	}
+	sw := newSweeper(c)
+	wg.Add(1)
+	go func() { defer wg.Done(); sw.run(ctx) }()
+	defer wg.Wait()
+	defer c.ready.close()
+
+	rebuilds := newOnce()
 	defer rebuilds.wait()
+	restarts := &restartWatch{rdb: c.rdb}
+	suspects := map[int]bool{} // vouchers to check for staleness until found current
 	tick := time.NewTicker(supervisorTick)
 	defer tick.Stop()
 	for {
 		live, err := c.liveVouchers(ctx)
 		if err != nil {
 			c.failed(ctx, opListVouchers, err)
+		} else {
+			c.ready.setLive(live)
+			sw.setLive(live)
 		}
-		for _, v := range live {
-			readers.start(v, func() { c.newReader(ctx, v).run() })
-			if c.stale(ctx, v) {
+		if restarts.changed(ctx) {
+			for _, v := range live {
+				suspects[v] = true
+			}
+		}
+		for v := range suspects {
+			stale, ok := c.stale(ctx, v)
+			switch {
+			case stale:
 				rebuilds.start(v, func() { c.rebuildStale(ctx, v) })
+			case ok:
+				delete(suspects, v)
 			}
 		}
 		select {
@@ -108,8 +146,8 @@ func (o *once) start(v int, fn func()) {
 
 func (o *once) wait() { o.wg.Wait() }
 
-// liveVouchers lists the registered vouchers that need a reader; vouchers whose sale ended
-// more than Linger ago with an empty stream leave the registry.
+// liveVouchers lists the registered vouchers the consumer sweeps; vouchers whose sale ended
+// more than Linger ago with an empty stream are retired and leave the registry.
 func (c *consumer) liveVouchers(ctx context.Context) ([]int, error) {
 	zs, err := bounded(ctx, c.rdb, func(ctx context.Context) ([]redis.Z, error) {
 		return c.rdb.ZRangeWithScores(ctx, c.keys.registry(), 0, -1).Result()
@@ -133,33 +171,30 @@ func (c *consumer) liveVouchers(ctx context.Context) ([]int, error) {
 	return append(live, c.oldWithOrders(ctx, old)...), nil
 }
 
+// retiredKeep is how long a finished sale's keys (meta, stock, buyers, stream) outlive its
+// retirement: grabs meanwhile are still answered ENDED from meta rather than rebuilding it.
+// Its dead letters keep their own expiry (a week after the end; each is a FAILED row too).
+const retiredKeep = 2 * time.Minute
+
 // oldWithOrders keeps the vouchers whose sale ended Linger ago and whose stream still holds
-// orders; those with an empty stream leave the registry.
+// orders; the others are retired (lua.RetireSale: their keys expire within retiredKeep) and
+// leave the registry.
 func (c *consumer) oldWithOrders(ctx context.Context, old []int) []int {
-	if len(old) == 0 {
-		return nil
-	}
-	// Each length's own error is read below; the pipeline's is the first of them.
-	lens, _ := bounded(ctx, c.rdb, func(ctx context.Context) ([]*redis.IntCmd, error) {
-		lens := make([]*redis.IntCmd, len(old))
-		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, v := range old {
-				lens[i] = p.XLen(ctx, c.keys.sale(v).Orders)
-			}
-			return nil
-		})
-		return lens, err
-	})
-	if lens == nil {
-		return nil // given up on
-	}
 	var keep []int
-	for i, v := range old {
-		n, err := lens[i].Result()
+	for _, v := range old {
+		r, err := bounded(ctx, c.rdb, func(ctx context.Context) (lua.Retirement, error) {
+			return lua.RetireSale(ctx, c.rdb, c.keys.script(v), retiredKeep)
+		})
+		if err == nil && r == lua.SaleNotFound {
+			r, err = c.emptyStream(ctx, v)
+		}
 		switch {
-		case err == nil && n > 0:
+		case err != nil:
+			c.failed(ctx, opUnregister, err, "voucher", v)
 			keep = append(keep, v)
-		case err == nil || errors.Is(err, redis.Nil):
+		case r == lua.SaleNotOver:
+			keep = append(keep, v)
+		default:
 			err := boundedErr(ctx, c.rdb, func(ctx context.Context) error { return c.rdb.ZRem(ctx, c.keys.registry(), v).Err() })
 			if err != nil { // it stays registered: the next pass tries again
 				c.failed(ctx, opUnregister, err, "voucher", v)
@@ -167,6 +202,21 @@ func (c *consumer) oldWithOrders(ctx context.Context, old []int) []int {
 		}
 	}
 	return keep
+}
+
+// emptyStream tells, for a voucher Redis holds no sale state of, whether its stream still
+// holds orders (SaleNotOver) or not (SaleRetired).
+func (c *consumer) emptyStream(ctx context.Context, v int) (lua.Retirement, error) {
+	n, err := bounded(ctx, c.rdb, func(ctx context.Context) (int64, error) {
+		return c.rdb.XLen(ctx, c.keys.sale(v).Orders).Result()
+	})
+	switch {
+	case errors.Is(err, redis.Nil) || err == nil && n == 0:
+		return lua.SaleRetired, nil
+	case err != nil:
+		return 0, err
+	}
+	return lua.SaleNotOver, nil
 }
 
 // failed logs and counts an error of background work, which has no caller to return it to;
@@ -179,24 +229,6 @@ func (c *consumer) failed(ctx context.Context, op string, err error, args ...any
 	c.log.Warn("seckill consumer: "+op+" failed; retried on a later pass", append(args, "err", err)...)
 }
 
-// lingerCutoff is the end of sale before which a voucher's reader may stop.
+// lingerCutoff is the end of sale before which a voucher leaves the live list (once its
+// stream is empty).
 func (c *consumer) lingerCutoff() time.Time { return c.opts.clock().Add(-c.opts.linger) }
-
-// finished reports whether a voucher's reader can stop: its sale ended Linger ago or more and
-// no order waits in its stream.
-func (c *consumer) finished(ctx context.Context, voucherID int) bool {
-	end, err := bounded(ctx, c.rdb, func(ctx context.Context) (float64, error) {
-		return c.rdb.ZScore(ctx, c.keys.registry(), strconv.Itoa(voucherID)).Result()
-	})
-	switch {
-	case errors.Is(err, redis.Nil):
-		// Unregistered (deleted, or Redis lost it): nothing more to read once the stream is
-		// empty; a rebuild registers it again and the supervisor starts a new reader.
-	case err != nil || end >= float64(c.lingerCutoff().UnixMilli()):
-		return false
-	}
-	n, err := bounded(ctx, c.rdb, func(ctx context.Context) (int64, error) {
-		return c.rdb.XLen(ctx, c.keys.sale(voucherID).Orders).Result()
-	})
-	return err == nil && n == 0
-}

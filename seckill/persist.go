@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -48,7 +47,7 @@ func (c *consumer) persist(ctx context.Context, voucherID int, msgs []redis.XMes
 	c.m.rehomed.Add(float64(st.rehomed))
 	c.m.superseded.Add(float64(st.superseded))
 	if acks != nil {
-		acks.add(st.done)
+		acks.add(voucherID, st.done)
 		st.done = nil
 	}
 	if err := c.settler.settle(context.WithoutCancel(ctx), voucherID, *st); err != nil {
@@ -240,33 +239,37 @@ func (c *consumer) goneFromStream(ctx context.Context, voucherID int, orders []o
 // work at the same time). Until then the entries are both in the database and pending here,
 // the state a crash between commit and acknowledgement leaves: a rebuild settles such entries
 // first (settlePersisted) and reconcile counts them as persisted, so nothing depends on the
-// delay.
+// delay. A failed acknowledgement signals the voucher to write its pending entries again.
 type acker struct {
-	batches chan []order
+	batches chan ackBatch
 	done    chan struct{}
-	failed  atomic.Bool // an acknowledgement failed: the reader retries its own pending entries
+}
+
+type ackBatch struct {
+	voucherID int
+	done      []order
 }
 
 // ackerQueue is how many persisted batches may wait for their acknowledgement.
 const ackerQueue = 4
 
-func (c *consumer) startAcker(ctx context.Context, voucherID int) *acker {
-	a := &acker{batches: make(chan []order, ackerQueue), done: make(chan struct{})}
+func (c *consumer) startAcker(ctx context.Context) *acker {
+	a := &acker{batches: make(chan ackBatch, ackerQueue), done: make(chan struct{})}
 	ctx = context.WithoutCancel(ctx) // persisted entries are acknowledged even while stopping
 	go func() {
 		defer close(a.done)
-		for done := range a.batches {
-			if err := c.settler.settle(ctx, voucherID, settlement{done: done}); err != nil {
-				a.failed.Store(true)
+		for b := range a.batches {
+			if err := c.settler.settle(ctx, b.voucherID, settlement{done: b.done}); err != nil {
+				c.ready.signal(b.voucherID, wantRetry)
 			}
 		}
 	}()
 	return a
 }
 
-func (a *acker) add(done []order) {
+func (a *acker) add(voucherID int, done []order) {
 	if len(done) > 0 {
-		a.batches <- done
+		a.batches <- ackBatch{voucherID, done}
 	}
 }
 

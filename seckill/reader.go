@@ -11,26 +11,18 @@ import (
 	"github.com/surgekit/surge/redisctx"
 )
 
-// reader is one voucher's reader: it reads new entries in batches, and every ClaimIdle/2
-// takes over entries other consumers (or this one, after a failure) left pending too long.
-// After an outage (the database, or Redis restarting or loading) it retries its own pending
-// entries as soon as the service answers again, rather than after ClaimIdle.
+// reader is one of the consumer's readers: it takes a voucher with work from the ready queue
+// and gives it a turn — its own pending entries first if an outage, a failed acknowledgement
+// or a read given up on left some; claims and checks if the sweep asked; then up to
+// turnBatches batches of new entries (non-blocking reads: the voucher was signalled) — and
+// puts it back at the tail of the queue if more may be left. A reader acknowledges what it
+// persisted in the background (acker), so that Redis and the database work at the same time.
 type reader struct {
-	c         *consumer
-	ctx       context.Context
-	voucherID int
-	stream    string
-	acks      *acker
-
-	claimEvery, block time.Duration
-	lastClaim         time.Time
-	lastOwnCheck      time.Time // last look for own entries pending unseen (ownIdle)
-	claimCursor       string    // XAUTOCLAIM's cursor
-	// retryOwn: an outage left entries pending here, to be written before new ones.
-	retryOwn   bool
-	retryPause time.Duration // backs off while retrying them keeps failing
-	// prefetched is the next batch, read while the last full one was written, so that Redis
-	// and the database work at the same time; its entries are pending here like any other.
+	c    *consumer
+	ctx  context.Context
+	acks *acker
+	// prefetched is the next batch, read while the last full one was written; its entries
+	// are pending here like any other.
 	prefetched chan readResult
 }
 
@@ -39,10 +31,14 @@ type readResult struct {
 	err     error
 }
 
+// turnBatches is how many batches a reader persists for one voucher before it lets the other
+// vouchers waiting have a turn.
+const turnBatches = 4
+
 // waitForRedis PINGs after redisPollMin, doubling up to redisPollMax, which also bounds each
-// PING. A reader whose retry of its own pending entries fails again pauses minRetryPause,
-// doubling up to maxRetryPause while it keeps failing; one that cannot recreate its consumer
-// group pauses groupRetryPause.
+// PING. A voucher whose retry of its own pending entries fails again is signalled again after
+// minRetryPause, doubling up to maxRetryPause while it keeps failing; one whose consumer group
+// cannot be recreated after groupRetryPause.
 const (
 	redisPollMin    = 50 * time.Millisecond
 	redisPollMax    = 500 * time.Millisecond
@@ -51,156 +47,193 @@ const (
 	groupRetryPause = time.Second
 )
 
-func (c *consumer) newReader(ctx context.Context, voucherID int) *reader {
-	claimEvery := c.opts.claimIdle / 2
-	return &reader{
-		c: c, ctx: ctx, voucherID: voucherID, stream: c.keys.sale(voucherID).Orders,
-		claimEvery: claimEvery, block: min(c.opts.block, claimEvery), claimCursor: "0-0", retryPause: minRetryPause,
+func (c *consumer) newReader(ctx context.Context) *reader {
+	return &reader{c: c, ctx: ctx}
+}
+
+// run serves vouchers until ctx ends.
+func (r *reader) run() {
+	r.acks = r.c.startAcker(r.ctx)
+	defer r.acks.stop()
+	for {
+		vs, wants := r.c.ready.take()
+		if vs == nil {
+			return
+		}
+		more := r.turn(vs, wants)
+		if r.dropPrefetched(vs) {
+			more = true
+		}
+		r.c.ready.release(vs, more && r.ctx.Err() == nil)
 	}
 }
 
-// run reads until ctx ends, or until the sale is long over and the stream is empty.
-func (r *reader) run() {
-	r.acks = r.c.startAcker(r.ctx, r.voucherID)
-	defer r.acks.stop()
-	defer r.dropPrefetched() // its entries stay pending here and are claimed later, as after a crash
-	for r.ctx.Err() == nil {
-		if !r.c.waitForDatabase(r.ctx) {
-			return
-		}
-		if !r.recoverOwn() {
-			continue
-		}
-		r.claimIfDue()
-		streams, err := r.next()
+// turn gives a voucher one turn; true if it has more work right away.
+func (r *reader) turn(vs *voucherState, wants uint8) bool {
+	if !r.c.waitForDatabase(r.ctx) {
+		return false
+	}
+	if !r.recoverOwn(vs, wants) {
+		return false // signalled again after a pause
+	}
+	if wants&wantClaim != 0 {
+		r.claim(vs)
+	}
+	if wants&wantForget != 0 {
+		r.c.forgetConsumers(r.ctx, vs.id)
+	}
+	for range turnBatches {
+		streams, err := r.next(vs)
 		if r.ctx.Err() != nil {
-			return
+			return false
 		}
 		if err != nil {
-			if r.afterReadError(err) {
-				return
-			}
-			continue
+			return r.afterReadError(vs, err)
 		}
-		r.persistRead(streams)
+		if !r.persistRead(vs, streams) {
+			// A batch not written for an outage is retried at once: the next turn waits for
+			// the database, or for Redis and backs off.
+			return vs.retryOwn
+		}
 	}
+	return true // a full turn: maybe more
 }
 
 // recoverOwn writes this consumer's own pending entries if an outage, a failed
-// acknowledgement or a read given up on left some. False if that failed again (after waiting
-// for Redis and backing off): the loop starts over.
-func (r *reader) recoverOwn() bool {
-	if _, ok := r.c.orphans.LoadAndDelete(r.stream); ok {
-		r.retryOwn = true // a read or claim given up on delivered entries here after all
+// acknowledgement or a read given up on left some (or the sweep found some idle here). False
+// if that failed again: the voucher is signalled again after a pause.
+func (r *reader) recoverOwn(vs *voucherState, wants uint8) bool {
+	if _, ok := r.c.orphans.LoadAndDelete(vs.stream); ok {
+		vs.retryOwn = true // a read or claim given up on delivered entries here after all
 	}
-	if time.Since(r.lastOwnCheck) >= ownIdle {
-		r.lastOwnCheck = time.Now()
-		r.retryOwn = r.retryOwn || r.c.hasIdleOwn(r.ctx, r.stream)
+	if wants&wantOwn != 0 && time.Since(vs.lastOwn) >= ownIdle {
+		vs.lastOwn = time.Now()
+		vs.retryOwn = vs.retryOwn || r.c.hasIdleOwn(r.ctx, vs.stream)
 	}
-	r.retryOwn = r.retryOwn || r.acks.failed.Swap(false)
-	if !r.retryOwn {
+	vs.retryOwn = vs.retryOwn || wants&wantRetry != 0
+	if !vs.retryOwn {
 		return true
 	}
-	if r.retryOwn = !r.c.retryOwn(r.ctx, r.voucherID); r.retryOwn {
+	if vs.retryOwn = !r.c.retryOwn(r.ctx, vs.id); vs.retryOwn {
 		// Failed again: wait for Redis (the database has its own wait), and back off in case
 		// it answers PING but not the stream (a wrong-type key, say).
 		r.c.waitForRedis(r.ctx)
-		wait.Sleep(r.ctx, r.retryPause)
-		r.retryPause = min(2*r.retryPause, maxRetryPause)
+		r.c.ready.later(vs.id, vs.retryPause)
+		vs.retryPause = min(2*vs.retryPause, maxRetryPause)
 		return false
 	}
-	r.retryPause = minRetryPause
+	vs.retryPause = minRetryPause
 	return true
 }
 
-// claimIfDue claims entries left pending too long, every claimEvery.
-func (r *reader) claimIfDue() {
-	if time.Since(r.lastClaim) < r.claimEvery {
+// claim claims entries left pending too long, at most every ClaimIdle/2 per voucher, going
+// through the pending list in up to turnBatches pages.
+func (r *reader) claim(vs *voucherState) {
+	if time.Since(vs.lastClaim) < r.c.opts.claimIdle/2 {
 		return
 	}
-	r.lastClaim = time.Now()
-	var o outage
-	r.claimCursor, o = r.c.claim(r.ctx, r.voucherID, r.claimCursor)
-	r.retryOwn = r.retryOwn || o != noOutage
-	if r.claimCursor == "0-0" {
-		r.c.forgetConsumers(r.ctx, r.voucherID)
+	vs.lastClaim = time.Now()
+	for range turnBatches {
+		var o outage
+		vs.claimCursor, o = r.c.claim(r.ctx, vs.id, vs.claimCursor)
+		vs.retryOwn = vs.retryOwn || o != noOutage
+		if vs.claimCursor == "0-0" || r.ctx.Err() != nil {
+			return
+		}
 	}
 }
 
-// next is the prefetched batch, or a new read that blocks up to block.
-func (r *reader) next() ([]redis.XStream, error) {
+// next is the prefetched batch, or a new read (which does not block).
+func (r *reader) next(vs *voucherState) ([]redis.XStream, error) {
 	if r.prefetched == nil {
-		return r.c.readGroup(r.ctx, r.stream, ">", r.block)
+		return r.c.readGroup(r.ctx, vs.stream, ">")
 	}
 	res := <-r.prefetched
 	r.prefetched = nil
 	return res.streams, res.err
 }
 
-// afterReadError handles a read that failed; true if the reader is done.
-func (r *reader) afterReadError(err error) bool {
+// afterReadError handles a read that failed; true if the voucher has more work right away.
+func (r *reader) afterReadError(vs *voucherState, err error) bool {
 	switch {
 	case errors.Is(err, redis.Nil):
-		return r.c.finished(r.ctx, r.voucherID)
+		return false // nothing new
 	case isNoGroup(err):
 		// The stream or its group is gone (Redis lost state): recreate and go on.
 		streams := r.c.opts.streams
 		err := boundedErr(r.ctx, streams, func(ctx context.Context) error {
-			return ensureGroup(ctx, streams, r.stream, r.c.opts.group)
+			return ensureGroup(ctx, streams, vs.stream, r.c.opts.group)
 		})
 		if err != nil {
-			r.c.log.Warn("recreating a consumer group", "voucher", r.voucherID, "err", err)
-			wait.Sleep(r.ctx, groupRetryPause)
+			r.c.log.Warn("recreating a consumer group", "voucher", vs.id, "err", err)
+			r.c.ready.later(vs.id, groupRetryPause)
+			return false
 		}
+		return true
 	default:
-		r.c.log.Warn("reading orders", "voucher", r.voucherID, "err", err)
+		r.c.log.Warn("reading orders", "voucher", vs.id, "err", err)
 		r.c.waitForRedis(r.ctx)
 		// Redis may have served the read and lost the reply (it restarted, the connection
 		// broke): its entries are pending here then, unseen. Read them back now.
-		r.retryOwn = true
+		vs.retryOwn = true
+		return true
 	}
-	return false
 }
 
 // persistRead writes what a read returned, prefetching the next batch while a full one is
-// written.
-func (r *reader) persistRead(streams []redis.XStream) {
+// written. True if the batch was full and written: more may wait.
+func (r *reader) persistRead(vs *voucherState, streams []redis.XStream) bool {
+	full := false
 	for _, st := range streams {
-		if len(st.Messages) == r.c.opts.batchSize && r.prefetched == nil {
-			r.prefetch()
+		full = len(st.Messages) == r.c.opts.batchSize
+		if full && r.prefetched == nil {
+			r.prefetch(vs)
 		}
-		if r.c.persist(r.ctx, r.voucherID, st.Messages, r.acks) != noOutage {
-			r.retryOwn = true
+		if r.c.persist(r.ctx, vs.id, st.Messages, r.acks) != noOutage {
+			vs.retryOwn = true
 		}
 	}
-	if r.retryOwn {
+	if vs.retryOwn {
 		// Not written now: a service is down; recoverOwn reads them again from the pending
 		// list once it is back.
-		r.dropPrefetched()
+		r.dropPrefetched(vs)
+		return false
 	}
+	return full
 }
 
-func (r *reader) prefetch() {
+func (r *reader) prefetch(vs *voucherState) {
 	r.prefetched = make(chan readResult, 1)
 	go func(out chan<- readResult) {
-		streams, err := r.c.readGroup(r.ctx, r.stream, ">", -1)
+		streams, err := r.c.readGroup(r.ctx, vs.stream, ">")
 		out <- readResult{streams, err}
 	}(r.prefetched)
 }
 
-// dropPrefetched waits for a prefetch in flight and leaves its entries pending.
-func (r *reader) dropPrefetched() {
-	if r.prefetched != nil {
-		<-r.prefetched
-		r.prefetched = nil
+// dropPrefetched waits for a prefetch in flight and leaves its entries pending here: the
+// voucher's next turn reads them again first (retryOwn), as after a crash. True if it held
+// entries.
+func (r *reader) dropPrefetched(vs *voucherState) bool {
+	if r.prefetched == nil {
+		return false
 	}
+	res := <-r.prefetched
+	r.prefetched = nil
+	for _, st := range res.streams {
+		if len(st.Messages) > 0 {
+			vs.retryOwn = true
+			return true
+		}
+	}
+	return false
 }
 
 // ownIdle is how long an entry may sit pending with this consumer unknown to it before the
 // reader takes it up again. A read whose reply was lost leaves entries pending under this
 // consumer's name with no error to say so when go-redis resends the read on a new connection
-// (its retries), and the resent ">" read returns other entries. Checked every ownIdle, one
-// XPENDING per voucher, instead of leaving them to a claim after ClaimIdle.
+// (its retries), and the resent ">" read returns other entries. Checked (one XPENDING) when the
+// sweep finds entries pending on a voucher, at most every ownIdle, instead of leaving them to
+// a claim after ClaimIdle.
 const ownIdle = 2 * time.Second
 
 // hasIdleOwn reports whether entries have been pending with this consumer for ownIdle or more.
@@ -216,17 +249,17 @@ func (c *consumer) hasIdleOwn(ctx context.Context, stream string) bool {
 }
 
 // readGroup reads a batch for this consumer from id on: ">" new entries, "0" its own pending
-// ones; block < 0 sends no BLOCK. A read given up on (ctx ended, or Redis hung past the
+// ones; it does not block. A read given up on (ctx ended, or Redis hung past the
 // bound) may still deliver entries once Redis answers: they are pending here then, and the
 // reader takes them up again (orphaned) rather than leaving them to a claim after ClaimIdle.
-func (c *consumer) readGroup(ctx context.Context, stream, id string, block time.Duration) ([]redis.XStream, error) {
+func (c *consumer) readGroup(ctx context.Context, stream, id string) ([]redis.XStream, error) {
 	rdb := c.opts.streams
-	ctx, cancel := context.WithTimeout(ctx, max(block, 0)+consumerCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, consumerCallTimeout)
 	defer cancel()
 	return redisctx.DoThen(ctx, rdb, func(ctx context.Context) ([]redis.XStream, error) {
 		return rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 			Group: c.opts.group, Consumer: c.opts.name, Streams: []string{stream, id},
-			Count: int64(c.opts.batchSize), Block: block,
+			Count: int64(c.opts.batchSize), Block: -1,
 		}).Result()
 	}, func(streams []redis.XStream, _ error) { c.orphaned(stream, streams) })
 }
@@ -246,7 +279,7 @@ func (c *consumer) retryOwn(ctx context.Context, voucherID int) bool {
 	stream := c.keys.sale(voucherID).Orders
 	after := "0"
 	for ctx.Err() == nil {
-		streams, err := c.readGroup(ctx, stream, after, -1)
+		streams, err := c.readGroup(ctx, stream, after)
 		switch {
 		case isNoGroup(err) || errors.Is(err, redis.Nil):
 			return true // nothing pending: the group is gone, or empty

@@ -283,11 +283,11 @@ func (r *recovery) loadBuyers(ctx context.Context, voucherID int) error {
 }
 
 // stale reports whether Redis holds a voucher's sale state from before a restart or failover.
-func (r *recovery) stale(ctx context.Context, voucherID int) bool {
+func (r *recovery) stale(ctx context.Context, voucherID int) (stale, ok bool) {
 	st, err := bounded(ctx, r.rdb, func(ctx context.Context) (lua.SaleState, error) {
 		return lua.ReadSaleState(ctx, r.rdb, r.keys.script(voucherID))
 	})
-	return err == nil && st.Ready && !st.Current
+	return err == nil && st.Ready && !st.Current, err == nil
 }
 
 // rebuildStale rebuilds a voucher whose sale state Redis may have brought back older than it

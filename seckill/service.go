@@ -61,13 +61,24 @@ type Options struct {
 
 	// Order consumer (consumer.go; StrategyLua).
 
-	// StreamClient serves the consumer's blocking reads, each of which holds a connection for
-	// up to Block; a separate pool keeps them from starving grabs. (the main client)
+	// StreamClient serves the consumer's reads (each reader holds at most two connections at
+	// once: a read and the prefetch of the next batch); a separate pool keeps them from
+	// starving grabs. Size it 2×Readers and a few. (the main client)
 	StreamClient redis.UniversalClient
-	Group        string        // consumer group name ("orders")
-	Consumer     string        // this process's consumer name (host-pid-random)
-	BatchSize    int           // entries per read and per transaction (500)
-	Block        time.Duration // XREADGROUP BLOCK (1 s)
+	Group        string // consumer group name ("orders")
+	Consumer     string // this process's consumer name (host-pid-random)
+	BatchSize    int    // entries per read and per transaction (500)
+	// Readers is how many vouchers the consumer of a process persists at once, whatever the
+	// number of live vouchers: each voucher with new entries waits its turn in a fair queue.
+	// (16)
+	Readers int
+	// SweepRate bounds the commands per second the consumer spends looking for work that no
+	// grab of this process announced (orders admitted by other processes, entries of dead
+	// consumers): it goes round the live vouchers every max(1 s, live/SweepRate). (40)
+	SweepRate int
+	// Block is no longer used: reads do not block (the readers are woken by grabs and the
+	// sweep). Kept so that old configurations compile.
+	Block time.Duration
 	// ClaimIdle is how long an entry stays pending with a consumer before another one takes
 	// it over (the consumer is presumed dead). (30 s)
 	ClaimIdle time.Duration
@@ -76,7 +87,9 @@ type Options struct {
 	// DeadLetterMaxLen caps each voucher's dead-letter stream (approximately). (100 000) The stream
 	// expires with the sale's other keys, a week after its end; each order in it is a FAILED row.
 	DeadLetterMaxLen int64
-	// Linger keeps reading a voucher's stream this long after its sale ended. (1 h)
+	// Linger keeps a voucher live this long after its sale ended (its stream swept, for orders
+	// admitted at the last moment by another process); then, once its stream is empty, its
+	// keys expire within two minutes (see docs/seckill.md, "What a finished sale leaves"). (1 min)
 	Linger time.Duration
 
 	// EpochStore keeps the order id counter's fences in the database (idgen.WithEpochStore,
@@ -88,6 +101,9 @@ type Options struct {
 	EpochStore idgen.EpochStore
 }
 
+// DefaultReaders is Options.Readers's default.
+const DefaultReaders = defaultReaders
+
 // DefaultPrefix names the sale keys and locks when Options.Prefix is empty.
 const DefaultPrefix = "seckill"
 
@@ -98,11 +114,12 @@ const (
 	defaultPipelines        = 2
 	defaultGroup            = "orders"
 	defaultBatchSize        = 500
-	defaultBlock            = time.Second
+	defaultReaders          = 16
+	defaultSweepRate        = 40
 	defaultClaimIdle        = 30 * time.Second
 	defaultMaxDeliveries    = 5
 	defaultDeadLetterMaxLen = 100_000
-	defaultLinger           = time.Hour
+	defaultLinger           = time.Minute
 )
 
 func (o *Options) setDefaults() {
@@ -124,7 +141,8 @@ func (o *Options) setDefaults() {
 		o.Consumer = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), rand.Text()[:6])
 	}
 	o.BatchSize = positive(o.BatchSize, defaultBatchSize)
-	o.Block = positive(o.Block, defaultBlock)
+	o.Readers = positive(o.Readers, defaultReaders)
+	o.SweepRate = positive(o.SweepRate, defaultSweepRate)
 	o.ClaimIdle = positive(o.ClaimIdle, defaultClaimIdle)
 	o.MaxDeliveries = positive(o.MaxDeliveries, defaultMaxDeliveries)
 	o.DeadLetterMaxLen = positive(o.DeadLetterMaxLen, defaultDeadLetterMaxLen)
@@ -169,7 +187,8 @@ func (o *Options) admission() admissionOptions {
 func (o *Options) consumer() consumerOptions {
 	return consumerOptions{
 		streams: o.StreamClient, group: o.Group, name: o.Consumer, batchSize: o.BatchSize,
-		block: o.Block, claimIdle: o.ClaimIdle, maxDeliveries: o.MaxDeliveries, linger: o.Linger, clock: o.Clock,
+		readers: o.Readers, sweepRate: o.SweepRate,
+		claimIdle: o.ClaimIdle, maxDeliveries: o.MaxDeliveries, linger: o.Linger, clock: o.Clock,
 	}
 }
 
@@ -276,8 +295,10 @@ func (s *Service) assemble(store orderStore) {
 		rdb: s.rdb, keys: keys, store: store, m: s.m, log: log,
 		emit: func(o order, voucherID int) { s.events.order(o.id, o.user, voucherID, seckillorder.StatusLOST) },
 	}
+	ready := newReadyQueue(keys)
+	ready.close() // until RunConsumer: grabs signal nothing
 	s.admission = &admission{
-		told: s.told, counts: counts, borrow: s.borrower,
+		told: s.told, counts: counts, borrow: s.borrower, signal: func(v int) { ready.signal(v, 0) },
 		opts: o.admission(), rdb: s.rdb, keys: keys, ids: s.ids, store: store, limit: newLimiter(o.RateLimit),
 		bg: s.bg, m: s.m, log: log, warm: func(ctx context.Context, v int) error { return s.Warm(ctx, v) },
 		sync: &syncGrabber{locks: s.locks, keys: keys, store: store, clock: o.Clock},
@@ -286,7 +307,7 @@ func (s *Service) assemble(store orderStore) {
 		s.admission.batch = newBatcher(s.rdb, keys, o.Clock, o.Pipelines)
 	}
 	s.consumer = &consumer{
-		opts: o.consumer(), rdb: s.rdb, keys: keys, store: store, settler: settler, m: s.m, log: log,
+		opts: o.consumer(), rdb: s.rdb, keys: keys, store: store, settler: settler, m: s.m, log: log, ready: ready,
 		stale: s.recovery.stale, rebuildStale: s.recovery.rebuildStale, failures: failures,
 	}
 	s.reconcile = &reconciler{
@@ -398,11 +419,13 @@ func (s *Service) WarmAll(ctx context.Context) error {
 	return s.recovery.warmAll(ctx)
 }
 
-// RunConsumer persists admitted orders until ctx ends: every second it lists the vouchers
-// warmed into Redis and keeps one reader per voucher whose sale is on (or ended less than
-// Linger ago) or whose stream still holds orders. Run it in every server process: the
-// readers of all processes share each stream's consumer group. Every second it also rebuilds
-// the vouchers whose state Redis holds from before a restart or failover; what fails there
+// RunConsumer persists admitted orders until ctx ends, with Readers goroutines whatever the
+// number of live vouchers: the grabs this process admits wake them (no Redis command), and a
+// sweep of the live vouchers (those whose sale is on or ended less than Linger ago, or whose
+// stream still holds orders; listed every second) finds the rest at SweepRate commands per
+// second. Run it in every server process: the readers of all processes share each stream's
+// consumer group, and each process persists first what it admitted. After Redis restarts or
+// fails over it rebuilds the vouchers whose state Redis holds from before; what fails there
 // is logged, counted (surge_seckill_background_errors_total) and retried. It returns when
 // ctx ends, with ctx's cause, or at once with ErrConsumerRunning.
 func (s *Service) RunConsumer(ctx context.Context) error {

@@ -235,6 +235,7 @@ func (a *App) SeckillOptions() seckill.Options {
 		Dialect:   a.DB.Dialect,
 		RateLimit: seckill.RateLimit{PerSecond: a.Config.SeckillRate, Burst: int(2 * a.Config.SeckillRate)},
 		ClaimIdle: a.Config.SeckillClaimIdle,
+		Readers:   a.Config.SeckillReaders,
 		Logger:    a.Log,
 		// The order id counter's fences, in the deployment's database (store.Migrate creates
 		// the table): no order id told twice whatever Redis loses.
@@ -243,9 +244,11 @@ func (a *App) SeckillOptions() seckill.Options {
 }
 
 // startSeckill creates the seckill service, warms the vouchers on sale and starts the order
-// stream consumer, whose blocking reads get a connection pool of their own.
+// stream consumer, whose reads get a connection pool of their own: each reader holds at most
+// two connections at once (a read and a prefetch), so the pool is bounded by the readers, not
+// by the number of live vouchers.
 func (a *App) startSeckill(ctx context.Context, registry prometheus.Registerer) error {
-	streams := redis.NewUniversalClient(a.redisOptions(100))
+	streams := redis.NewUniversalClient(a.redisOptions(StreamPoolSize(a.Config.SeckillReaders)))
 	a.streams = streams
 	o := a.SeckillOptions()
 	o.Registerer = registry
@@ -271,14 +274,22 @@ func (a *App) startSeckill(ctx context.Context, registry prometheus.Registerer) 
 				a.Log.Error("the seckill order consumer stopped: admitted orders are not persisted by this process", "err", err)
 			}
 		}()
-		// Closing the stream client ends the readers' blocking reads at once, which a context
-		// cancellation does not.
+		// Closing the stream client ends the readers' reads at once.
 		a.stopConsumer = sync.OnceFunc(func() { stop(); _ = streams.Close(); <-done })
 		a.closers = append(a.closers, func() error { a.stopConsumer(); return nil })
 	} else {
 		a.closers = append(a.closers, streams.Close)
 	}
 	return nil
+}
+
+// StreamPoolSize is the size of the order consumer's Redis pool for its readers (per node on a
+// Cluster): two connections per reader and two for the waits on Redis (0 readers: the default).
+func StreamPoolSize(readers int) int {
+	if readers <= 0 {
+		readers = seckill.DefaultReaders
+	}
+	return 2*readers + 2
 }
 
 // Timeouts of the server's Redis clients. With ContextTimeoutEnabled a call also ends at its
@@ -398,3 +409,7 @@ func offIfZero(d time.Duration) time.Duration {
 	}
 	return d
 }
+
+// StreamClient is the order consumer's Redis client (its own pool), nil before the seckill
+// service starts: for tools that measure it (surge bench sales).
+func (a *App) StreamClient() redis.UniversalClient { return a.streams }

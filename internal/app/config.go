@@ -145,6 +145,10 @@ type Config struct {
 	// first is presumed dead). Shorter recovers faster from a crashed consumer; it should stay
 	// well above the time one batch takes to commit.
 	SeckillClaimIdle time.Duration
+	// SeckillReaders is SURGE_SECKILL_READERS, -seckill-readers (16): how many vouchers the
+	// order consumer of this server persists at once, whatever the number of live vouchers.
+	// Its Redis pool holds 2× this and 2 connections.
+	SeckillReaders int
 	// StockThrottle is SURGE_STOCK_THROTTLE, -stock-throttle (200ms): the least time between
 	// two voucherStock subscription messages of one voucher (after the current value a new
 	// subscriber gets at once); 0 sends every change.
@@ -228,6 +232,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	strategy := fs.String("seckill-strategy", env("SURGE_SECKILL_STRATEGY", "lua"), `seckill strategy: "lua" or "sync" (SURGE_SECKILL_STRATEGY)`)
 	rate := fs.Float64("seckill-rate", ev.float("SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
 	consumer := fs.String("seckill-consumer", env("SURGE_SECKILL_CONSUMER", ""), "run the order stream consumer in this process: true/false (SURGE_SECKILL_CONSUMER; default true)")
+	readers := fs.Int("seckill-readers", ev.int("SURGE_SECKILL_READERS", seckill.DefaultReaders), "how many vouchers the order consumer of this server persists at once, whatever the number of live vouchers; its Redis pool holds 2x this + 2 connections (SURGE_SECKILL_READERS)")
 	claimIdle := fs.Duration("seckill-claim-idle", ev.duration("SURGE_SECKILL_CLAIM_IDLE", 30*time.Second), "how long an admitted order stays pending with a consumer before another one takes it over (SURGE_SECKILL_CLAIM_IDLE)")
 	observability := observabilityFlags(fs, ev)
 	stockThrottle := fs.Duration("stock-throttle", ev.duration("SURGE_STOCK_THROTTLE", 200*time.Millisecond), "least time between two voucherStock subscription messages of one voucher; 0 sends every change (SURGE_STOCK_THROTTLE)")
@@ -246,8 +251,8 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			MySQLDSN: *dsn, MySQLMaxConns: *mysqlMaxConns, RedisPoolSize: *redisPoolSize, Mode: *mode, AdminPhones: commalist.Split(*admins),
 			MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, ShutdownGrace: 15 * time.Second,
 			SeckillStrategy: *strategy, SeckillRate: *rate, StockThrottle: *stockThrottle,
-			SeckillClaimIdle: *claimIdle,
-			MaxTokens:        *maxTokens, MaxNesting: *maxNesting, MaxFields: *maxFields,
+			SeckillClaimIdle: *claimIdle, SeckillReaders: *readers,
+			MaxTokens: *maxTokens, MaxNesting: *maxNesting, MaxFields: *maxFields,
 			RequestTimeout: *requestTimeout, ReadTimeout: *readTimeout,
 			SessionCache: *sessionCache, SessionSlide: *sessionSlide, SessionMaxAge: *sessionMaxAge,
 			TrustedProxyHeader: strings.TrimSpace(*proxyHeader),
@@ -259,6 +264,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		}
 		if err := observability(&c); err != nil {
 			return Config{}, err
+		}
+		if c.SeckillReaders <= 0 {
+			return Config{}, fmt.Errorf("%s: %v must be positive", setting("seckill-readers"), c.SeckillReaders)
 		}
 		if c.SeckillClaimIdle <= 0 {
 			return Config{}, fmt.Errorf("%s: %v must be positive", setting("seckill-claim-idle"), c.SeckillClaimIdle)

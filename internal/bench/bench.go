@@ -70,6 +70,7 @@ var scenarios = []scenario{
 	{name: "idgen", help: "ids/s of one process, plain and segment mode, next to redis-benchmark INCR in the same run", run: runIDGen},
 	{name: "lock", help: "lock acquire/release per second, uncontended and contended; wake-up latency of handovers between clients", run: runLock},
 	{name: "seckill", help: "load test of the flash sale (in-process or over HTTP): throughput, latency, outcomes, invariants verified, vs redis-benchmark", run: runSeckill},
+	{name: "sales", help: "many flash sales live at once in one process: per-voucher persistence lag, the consumer's idle Redis commands, connections, goroutines, fds, RSS; every sale verified", run: runSales},
 	{name: "http", help: "open-loop constant-rate grabs against any server URL (and the floors): p50/p99/p99.9/max per rate, latency curve, vs vegeta", run: runHTTP},
 	{name: "subscriptions", help: "orderStatus + voucherStock watchers over graphql-transport-ws: idle Redis/SQL/CPU/RSS/goroutines, CREATED and stock latency", run: runSubscriptions},
 	{name: "drain", help: "order stream consumer into MySQL (rows/s) next to raw 500-row multi-value INSERTs of the same rows", run: runDrain},

@@ -1,0 +1,164 @@
+package seckill
+
+import (
+	"sync"
+	"time"
+)
+
+// What a turn on a voucher should do besides reading new entries (voucherState.wants): set by
+// the sweep (sweep.go) or by an acknowledgement that failed.
+const (
+	wantClaim  uint8 = 1 << iota // entries are pending: claim those idle past ClaimIdle
+	wantOwn                      // look for entries pending here unseen (a read whose reply was lost)
+	wantForget                   // other consumers are in the group: forget the long-gone ones
+	wantRetry                    // an acknowledgement failed: write the entries pending here again
+)
+
+// voucherState is what the consumer keeps of one live voucher: no goroutine and no connection,
+// a few fields. The scheduling fields are guarded by readyQueue.mu; the others belong to the
+// reader holding the voucher (busy), one at a time.
+type voucherState struct {
+	id     int
+	stream string
+
+	// Scheduling (readyQueue.mu).
+	queued bool  // in the FIFO
+	busy   bool  // a reader holds it
+	again  bool  // signalled while busy: back in the FIFO on release
+	wants  uint8 // extra work for the next turn
+	live   bool  // in the registry's live list at the supervisor's last pass
+
+	// The holder's.
+	claimCursor string
+	lastClaim   time.Time
+	lastOwn     time.Time
+	retryOwn    bool          // an outage left entries pending here, to be written first
+	retryPause  time.Duration // backs off while retrying them keeps failing
+}
+
+// readyQueue is the consumer's fair queue of vouchers with work: a voucher is in it at most
+// once, and a reader that finds more than a turn's work puts it back at the tail, so a hot
+// voucher takes one reader at a time and quiet ones wait behind at most one turn per voucher
+// ahead of them.
+type readyQueue struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	fifo   []*voucherState
+	states map[int]*voucherState
+	closed bool
+	keys   keyspace
+}
+
+func newReadyQueue(keys keyspace) *readyQueue {
+	q := &readyQueue{states: map[int]*voucherState{}, keys: keys}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+// state returns the voucher's state, created if new (q.mu held).
+func (q *readyQueue) state(v int) *voucherState {
+	vs := q.states[v]
+	if vs == nil {
+		vs = &voucherState{id: v, stream: q.keys.sale(v).Orders, claimCursor: "0-0", retryPause: minRetryPause}
+		q.states[v] = vs
+	}
+	return vs
+}
+
+// signal says voucher v has work: new entries (wants 0) or what wants asks. It costs a lock
+// and no Redis command: admission calls it for every order it admits.
+func (q *readyQueue) signal(v int, wants uint8) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
+	vs := q.state(v)
+	vs.wants |= wants
+	switch {
+	case vs.busy:
+		vs.again = true
+	case !vs.queued:
+		vs.queued = true
+		q.fifo = append(q.fifo, vs)
+		q.cond.Signal()
+	}
+}
+
+// take waits for a voucher with work and hands it to the caller (busy) with its wants; nil
+// once the queue is closed.
+func (q *readyQueue) take() (*voucherState, uint8) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.fifo) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	if q.closed {
+		return nil, 0
+	}
+	vs := q.fifo[0]
+	q.fifo[0] = nil
+	q.fifo = q.fifo[1:]
+	vs.queued, vs.busy, vs.again = false, true, false
+	w := vs.wants
+	vs.wants = 0
+	return vs, w
+}
+
+// release gives a voucher back: to the tail of the queue if more is left (or it was signalled
+// meanwhile), else idle until the next signal.
+func (q *readyQueue) release(vs *voucherState, more bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	vs.busy = false
+	if (more || vs.again || vs.wants != 0) && !q.closed {
+		vs.again = false
+		vs.queued = true
+		q.fifo = append(q.fifo, vs)
+		q.cond.Signal()
+	}
+}
+
+// later signals v after d (a back-off), without a goroutine meanwhile.
+func (q *readyQueue) later(v int, d time.Duration) {
+	time.AfterFunc(d, func() { q.signal(v, 0) })
+}
+
+// setLive records the supervisor's live list and forgets the idle vouchers that left it.
+func (q *readyQueue) setLive(live []int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, vs := range q.states {
+		vs.live = false
+	}
+	for _, v := range live {
+		q.state(v).live = true
+	}
+	for v, vs := range q.states {
+		if !vs.live && !vs.busy && !vs.queued {
+			delete(q.states, v)
+		}
+	}
+}
+
+// close wakes the readers waiting in take; they return nil.
+func (q *readyQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// reopen makes a closed queue usable again (a new RunConsumer after one stopped).
+func (q *readyQueue) reopen() {
+	q.mu.Lock()
+	q.closed = false
+	q.mu.Unlock()
+}
+
+// sizes reports the live vouchers known and the vouchers waiting (for tests and metrics).
+func (q *readyQueue) sizes() (known, waiting int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.states), len(q.fifo)
+}
