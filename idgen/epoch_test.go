@@ -386,3 +386,51 @@ func TestFenceAfterLossRecordsAtOnce(t *testing.T) {
 		t.Fatalf("a second Fence without a loss moved the fence from %v to %v", after, again)
 	}
 }
+
+// TestSQLEpochsConcurrentFirstFences: many generators fencing for the first time at once (a
+// fresh namespace whose sales warm together: one name per id prefix and day) all get their
+// fence. A first fence that inserted its row inside the transaction whose UPDATE had found
+// none held a gap lock (InnoDB) there, and two of them deadlocked (Error 1213) while the
+// store gave up after a few tries.
+func TestSQLEpochsConcurrentFirstFences(t *testing.T) {
+	for _, store := range epochStores {
+		t.Run(store.name, func(t *testing.T) {
+			db := store.open(t)
+			db.SetMaxOpenConns(16)
+			s := newEpochs(t, db)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			const names, callers = 24, 4 // callers per name
+			fences := make([][]int64, names)
+			errs := make(chan error, names*callers)
+			var wg sync.WaitGroup
+			for n := range names {
+				fences[n] = make([]int64, callers)
+				for c := range callers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						f, err := s.Advance(ctx, fmt.Sprintf("ns:id:p%d:20261127", n), 1000+int64(n))
+						if err != nil {
+							errs <- err
+						}
+						fences[n][c] = f
+					}()
+				}
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Errorf("a first fence failed: %v", err)
+			}
+			for n, fs := range fences {
+				for _, f := range fs {
+					if f != 1000+int64(n) { // unclaimed: concurrent callers share the first fence
+						t.Errorf("name %d: fences %v, want each %d", n, fs, 1000+n)
+						break
+					}
+				}
+			}
+		})
+	}
+}

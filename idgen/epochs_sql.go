@@ -57,23 +57,39 @@ func (s *SQLEpochs) CreateTable(ctx context.Context) error {
 
 // Advance implements EpochStore: the row's fence stays if no one has claimed it and it is at
 // least atLeast (concurrent callers share it), else it becomes max(fence + 1, atLeast),
-// unclaimed. One UPDATE computes it, so concurrent calls serialise on the row.
+// unclaimed. One UPDATE computes it, so concurrent calls serialise on the row. A name's first
+// fence first creates its row, outside that transaction (seed).
 func (s *SQLEpochs) Advance(ctx context.Context, name string, atLeast int64) (int64, error) {
 	for attempt := 1; ; attempt++ {
 		f, err := s.advance(ctx, name, atLeast)
-		var first *firstFenceError
-		if errors.As(err, &first) && attempt < 5 && ctx.Err() == nil {
-			continue // most likely another caller's first fence of name (a duplicate key or a deadlock)
+		if !errors.Is(err, errNoRow) {
+			return f, err
 		}
-		return f, err
+		if attempt == 3 {
+			return 0, fmt.Errorf("idgen: recording a first fence of %s: the row is not there after it was created", name)
+		}
+		if err := s.seed(ctx, name); err != nil {
+			return 0, err
+		}
 	}
 }
 
-// firstFenceError is a failed insert of a name's first row.
-type firstFenceError struct{ err error }
+// errNoRow: a name has no row yet.
+var errNoRow = errors.New("idgen: no fence row")
 
-func (e *firstFenceError) Error() string { return "idgen: recording a first fence: " + e.err.Error() }
-func (e *firstFenceError) Unwrap() error { return e.err }
+// seed creates a name's row, as a fence of 0 already claimed, so that the next advance gives
+// atLeast. It runs alone (autocommit): a transaction that had found no row and then inserted
+// one would hold a gap lock (InnoDB) while concurrent first fences of other names insert
+// theirs, and two such transactions deadlock. Another caller may create the row first: its
+// duplicate key is no failure, and the caller's next advance reads the row either way.
+func (s *SQLEpochs) seed(ctx context.Context, name string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO `+s.table+` (name, fence, claimed, applied, recorded_ms) VALUES (?, 0, 1, 0, ?)`,
+		name, time.Now().UnixMilli())
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("idgen: recording a first fence of %s: %w", name, err)
+	}
+	return nil // a duplicate, or a failure the next advance reports
+}
 
 func (s *SQLEpochs) advance(ctx context.Context, name string, atLeast int64) (fence int64, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -85,23 +101,19 @@ func (s *SQLEpochs) advance(ctx context.Context, name string, atLeast int64) (fe
 			_ = tx.Rollback()
 		}
 	}()
-	now := time.Now().UnixMilli()
 	// MySQL evaluates SET left to right with the new values: fence first, so its CASE still
 	// reads the old claimed; claimed takes a constant.
 	_, err = tx.ExecContext(ctx, `UPDATE `+s.table+` SET
 		fence = CASE WHEN claimed = 0 AND fence >= ? THEN fence WHEN fence + 1 > ? THEN fence + 1 ELSE ? END,
-		claimed = 0, recorded_ms = ? WHERE name = ?`, atLeast, atLeast, atLeast, now, name)
+		claimed = 0, recorded_ms = ? WHERE name = ?`, atLeast, atLeast, atLeast, time.Now().UnixMilli(), name)
 	if err != nil {
 		return 0, fmt.Errorf("idgen: advancing fence of %s: %w", name, err)
 	}
 	err = tx.QueryRowContext(ctx, `SELECT fence FROM `+s.table+` WHERE name = ?`, name).Scan(&fence)
 	if errors.Is(err, sql.ErrNoRows) {
-		fence = atLeast
-		if _, err = tx.ExecContext(ctx, `INSERT INTO `+s.table+` (name, fence, claimed, applied, recorded_ms) VALUES (?, ?, 0, 0, ?)`,
-			name, fence, now); err != nil {
-			return 0, &firstFenceError{fmt.Errorf("%s: %w", name, err)}
-		}
-	} else if err != nil {
+		return 0, errNoRow
+	}
+	if err != nil {
 		return 0, fmt.Errorf("idgen: reading fence of %s: %w", name, err)
 	}
 	if err = tx.Commit(); err != nil {
