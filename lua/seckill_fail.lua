@@ -5,6 +5,7 @@
 -- compensation runs once. When the order is known, the entry's order field must match it:
 -- after a flush a new entry can get an old entry's id.
 -- KEYS[1] orders stream   KEYS[2] dead-letter stream   KEYS[3] stock   KEYS[4] buyers
+-- KEYS[5] lent hash (order -> user: units this bucket lent to other buckets' users)
 -- ARGV[1] group   ARGV[2] entry id   ARGV[3] user ('' if unknown)   ARGV[4] order ('' if unknown)
 -- ARGV[5] restore stock (1/0)   ARGV[6] reason   ARGV[7] deliveries   ARGV[8] dead-letter max length
 -- Returns 1 if this call settled the entry, 0 if it was already settled. The dead-letter stream
@@ -34,10 +35,17 @@ if ttl > 0 then
   redis.call('PEXPIRE', KEYS[2], ttl)
 end
 redis.call('XDEL', KEYS[1], ARGV[2])
+local restore = false
 if ARGV[3] ~= '' and redis.call('HGET', KEYS[4], ARGV[3]) == ARGV[4] then
   redis.call('HDEL', KEYS[4], ARGV[3])
-  if ARGV[5] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
-    redis.call('INCR', KEYS[3])
-  end
+  restore = true
+end
+-- A unit this bucket lent to a user of another stock bucket (seckill_borrow_take.lua): it comes
+-- back here; the user's buyer record, in the user's own bucket, is released after.
+if ARGV[4] ~= '' and redis.call('HDEL', KEYS[5], ARGV[4]) == 1 then
+  restore = true
+end
+if restore and ARGV[5] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('INCR', KEYS[3])
 end
 return 1

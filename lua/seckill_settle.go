@@ -48,7 +48,7 @@ type DeadLetter struct {
 // FailEntry moves an entry to the voucher's dead-letter stream and compensates its admission
 // (seckill_fail.lua). False if the entry was settled already.
 func FailEntry(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, group string, d DeadLetter) (bool, error) {
-	n, err := seckillFail.Run(ctx, rdb, []string{keys.Orders, keys.Dead, keys.Stock, keys.Buyers},
+	n, err := seckillFail.Run(ctx, rdb, []string{keys.Orders, keys.Dead, keys.Stock, keys.Buyers, keys.Lent},
 		group, d.Entry, d.User, d.Order, flag(d.Restore), d.Reason, d.Deliveries, d.MaxLen).Int64()
 	return settledFlag("seckill_fail.lua", n, err)
 }

@@ -3,6 +3,7 @@ package seckill_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -336,4 +337,67 @@ func (e *env) masterOf(key string) string {
 	}
 	e.t.Fatalf("no master serves slot %d", slot)
 	return ""
+}
+
+// TestBorrowedOrderThatFails: an order admitted with a unit borrowed from another bucket, and
+// then given up on (the database refuses it: FAILED, dead-lettered), gives its unit back to
+// the bucket that lent it and its user back the right to buy: the user's buyer record lives
+// in the user's own bucket, the order in the donor's stream. Before, the compensation looked
+// for the buyer in the donor bucket only: the unit was lost from the sale and the user was
+// told ALREADY_PURCHASED for an order that had FAILED.
+func TestBorrowedOrderThatFails(t *testing.T) {
+	rdb := testenv.Cluster(t)
+	e := newEnv(t, rdb)
+	ctx := context.Background()
+	const k, stock = 3, 3 // a unit per bucket
+	// Two users with the same own bucket: the second borrows.
+	users := e.users(k + 1)
+	var first, borrower int
+	for i, a := range users {
+		for _, b := range users[i+1:] {
+			if first == 0 && seckill.HomeBucket(a, k) == seckill.HomeBucket(b, k) {
+				first, borrower = a, b
+			}
+		}
+	}
+	if _, err := e.db.SQL.ExecContext(ctx, fmt.Sprintf(`CREATE TRIGGER poison_borrowed BEFORE INSERT ON tb_voucher_order FOR EACH ROW
+		BEGIN IF NEW.user_id = %d AND NEW.status = 'CREATED' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'poisoned order'; END IF; END`, borrower)); err != nil {
+		t.Fatal(err)
+	}
+	s := e.service(seckill.Options{ClaimIdle: 200 * time.Millisecond, MaxDeliveries: 3})
+	v := e.bucketVoucher(stock, k)
+	if err := s.Warm(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Grab(ctx, first, v); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Grab(ctx, borrower, v) // its own bucket is empty now: a borrow
+	if err != nil {
+		t.Fatalf("the borrower's grab: %v", err)
+	}
+	e.consume(s)
+	e.bucketsDrained(v, k, 30*time.Second)
+	if o, err := s.Order(ctx, borrower, a.OrderID); err != nil || o == nil || o.Status != seckillorder.StatusFAILED {
+		t.Fatalf("the borrowed order: %+v %v, want FAILED", o, err)
+	}
+	if sum, err := s.Stock(ctx, v); err != nil || sum != stock-1 {
+		t.Fatalf("stock after the failure %d (%v), want %d: the lent unit back on sale", sum, err, stock-1)
+	}
+	if _, err := e.db.SQL.ExecContext(ctx, "DROP TRIGGER poison_borrowed"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Grab(ctx, borrower, v)
+	if err != nil {
+		t.Fatalf("the borrower's grab after its order FAILED: %v, want admitted", err)
+	}
+	e.bucketsDrained(v, k, 30*time.Second)
+	if o, err := s.Order(ctx, borrower, again.OrderID); err != nil || o == nil || o.Status != seckillorder.StatusCREATED {
+		t.Fatalf("the second order: %+v %v", o, err)
+	}
+	st := e.state(v)
+	sum, _ := s.Stock(ctx, v)
+	if st.orders != 2 || st.failed != 1 || st.dbStock != stock-2 || sum != stock-2 {
+		t.Fatalf("final: %+v, Redis stock %d; want 2 orders, 1 FAILED, stock %d in both", st, sum, stock-2)
+	}
 }

@@ -58,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		background: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "surge_seckill_background_errors_total",
-			Help: "Errors of the consumer's background work (listing vouchers, unregistering finished ones, forgetting gone consumers), retried on a later pass.",
+			Help: "Errors of the consumer's background work (listing vouchers, unregistering finished ones, forgetting gone consumers: retried on a later pass; releasing the buyer of a failed borrowed order: logged, the buyer stays until the sale's keys go).",
 		}, []string{"op"}),
 	}
 	for _, op := range backgroundOps {
@@ -91,8 +91,10 @@ const (
 	opUnregister     = "unregister_voucher"
 	opListConsumers  = "list_consumers"
 	opForgetConsumer = "forget_consumer"
+	// the buyer record of a failed order that had borrowed its unit (settle.go)
+	opReleaseBorrower = "release_borrower"
 )
 
-var backgroundOps = []string{opListVouchers, opUnregister, opListConsumers, opForgetConsumer}
+var backgroundOps = []string{opListVouchers, opUnregister, opListConsumers, opForgetConsumer, opReleaseBorrower}
 
 func (m *metrics) grab(outcome string) { m.grabs.WithLabelValues(outcome).Inc() }

@@ -286,7 +286,7 @@ func (s *Service) assemble(store orderStore) {
 	failures := &failures{}
 	counts := &bucketCounts{rdb: s.rdb, keys: keys}
 	s.borrower = &borrower{rdb: s.rdb, keys: keys, clock: o.Clock}
-	settler := &settler{rdb: s.rdb, events: s.events, keys: keys, group: o.Group, deadMax: o.DeadLetterMaxLen, failures: failures, m: s.m, log: log}
+	settler := &settler{rdb: s.rdb, events: s.events, keys: keys, group: o.Group, deadMax: o.DeadLetterMaxLen, failures: failures, counts: counts, m: s.m, log: log}
 	s.recovery = &recovery{
 		rdb: s.rdb, keys: keys, store: store, locks: s.voucherLocks(), ids: s.ids, settler: settler,
 		borrow: s.borrower, counts: counts, bg: s.bg, group: o.Group, clock: o.Clock, log: log,

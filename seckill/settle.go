@@ -45,6 +45,7 @@ type settler struct {
 	group    string
 	deadMax  int64 // the dead-letter stream's cap
 	failures *failures
+	counts   *bucketCounts // a voucher's stock buckets (nil: none, as in tests of parts)
 	m        *metrics
 	log      *slog.Logger
 }
@@ -137,6 +138,9 @@ func (s *settler) fail(ctx context.Context, voucherID int, entry string, o *orde
 		return err
 	}
 	s.failures.forget(entry)
+	if settled && o != nil {
+		s.releaseBorrower(ctx, voucherID, o)
+	}
 	if o != nil {
 		s.events.order(o.id, o.user, voucherID, seckillorder.StatusFAILED)
 	}
@@ -149,4 +153,33 @@ func (s *settler) fail(ctx context.Context, voucherID int, entry string, o *orde
 			"user", d.User, "reason", reason)
 	}
 	return nil
+}
+
+// releaseBorrower lets the user of a failed order buy again when the order had borrowed its
+// unit: the entry was in the lending bucket's stream (ref), which FailEntry compensated, but
+// the user's buyer record is in the user's own bucket. Released only if it still names this
+// order. Should this fail, the user stays a buyer of a FAILED order (told ALREADY_PURCHASED)
+// until the sale's keys go; the stock is exact either way. Logged and counted.
+func (s *settler) releaseBorrower(ctx context.Context, ref int, o *order) {
+	if s.counts == nil {
+		return
+	}
+	v := voucherOf(ref)
+	k, err := s.counts.of(ctx, v)
+	if err == nil && k <= 1 {
+		return
+	}
+	if err == nil {
+		home := bucketRef(v, homeBucket(o.user, k), k)
+		if home == ref {
+			return // not borrowed: FailEntry released the buyer
+		}
+		_, err = bounded(ctx, s.rdb, func(ctx context.Context) (bool, error) {
+			return lua.BorrowEnd(ctx, s.rdb, s.keys.script(home), o.user, o.id, false)
+		})
+	}
+	if err != nil {
+		s.m.background.WithLabelValues(opReleaseBorrower).Inc()
+		s.log.Error("releasing the buyer of a failed borrowed order", "voucher", v, "order", o.id, "user", o.user, "err", err)
+	}
 }
