@@ -217,11 +217,18 @@ func parseIntent(v string) (user int, notAfter time.Time, ok bool) {
 }
 
 // borrowSweep is how often a process ends the borrows left behind (by any process) whose
-// deadline has passed.
-const borrowSweep = 2 * time.Second
+// deadline has passed; borrowRecent is how long after it last met a voucher with buckets (a
+// grab, a status read) a process keeps sweeping it.
+const (
+	borrowSweep  = 2 * time.Second
+	borrowRecent = 10 * time.Minute
+)
 
 // run ends, every borrowSweep until life ends, the expired intents of the vouchers with
-// buckets registered for the consumer.
+// buckets this process has met in the last borrowRecent. An intent left by a process that
+// died is ended by any other serving the sale, or by this one once a grab or a status read
+// of the voucher (its user's, say) comes here. Vouchers without buckets cost nothing: an idle
+// process sends no command.
 func (b *borrower) run(life context.Context, counts *bucketCounts) {
 	tick := time.NewTicker(borrowSweep)
 	defer tick.Stop()
@@ -231,37 +238,12 @@ func (b *borrower) run(life context.Context, counts *bucketCounts) {
 			return
 		case <-tick.C:
 		}
-		for _, v := range b.bucketed(life) {
-			k, err := counts.of(life, v)
-			if err != nil || k < 2 {
-				continue
-			}
+		for _, vk := range counts.bucketedSince(time.Now().Add(-borrowRecent)) {
 			ctx, cancel := context.WithTimeout(life, consumerCallTimeout)
-			_, _ = b.resolveBorrows(ctx, v, k, time.Now(), false) // an error: the next sweep tries again
+			_, _ = b.resolveBorrows(ctx, vk.voucher, vk.k, time.Now(), false) // an error: the next sweep tries again
 			cancel()
 		}
 	}
-}
-
-// bucketed lists the registered vouchers that have buckets (their bucket references are
-// registered beside their id).
-func (b *borrower) bucketed(ctx context.Context) []int {
-	members, err := bounded(ctx, b.rdb, func(ctx context.Context) ([]string, error) {
-		return b.rdb.ZRange(ctx, b.keys.registry(), 0, -1).Result()
-	})
-	if err != nil {
-		return nil
-	}
-	seen := map[int]bool{}
-	var out []int
-	for _, m := range members {
-		ref, err := strconv.Atoi(m)
-		if err == nil && ref < 0 && !seen[voucherOf(ref)] {
-			seen[voucherOf(ref)] = true
-			out = append(out, voucherOf(ref))
-		}
-	}
-	return out
 }
 
 // ResolveBorrows ends a voucher's borrows whose deadline has passed (a grab's process died, or

@@ -182,6 +182,7 @@ type bucketCounts struct {
 	keys keyspace
 	mu   sync.Mutex
 	m    map[int]bucketCount
+	met  map[int]bucketCount // vouchers with buckets, when last asked for (the borrow sweep's)
 }
 
 type bucketCount struct {
@@ -197,6 +198,9 @@ func (c *bucketCounts) of(ctx context.Context, voucherID int) (int, error) {
 	got, ok := c.m[voucherID]
 	c.mu.Unlock()
 	if ok && now.Sub(got.at) < bucketCountTTL {
+		if got.k > 1 {
+			c.noteMet(voucherID, got.k, now)
+		}
 		return got.k, nil
 	}
 	k, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (int, error) {
@@ -219,7 +223,37 @@ func (c *bucketCounts) of(ctx context.Context, voucherID int) (int, error) {
 	}
 	c.m[voucherID] = bucketCount{k: k, at: now}
 	c.mu.Unlock()
+	if k > 1 {
+		c.noteMet(voucherID, k, now)
+	}
 	return k, nil
+}
+
+func (c *bucketCounts) noteMet(voucherID, k int, at time.Time) {
+	c.mu.Lock()
+	if c.met == nil || len(c.met) > maxVoucherInfos {
+		c.met = map[int]bucketCount{}
+	}
+	c.met[voucherID] = bucketCount{k: k, at: at}
+	c.mu.Unlock()
+}
+
+// voucherBuckets is a voucher with buckets, and how many.
+type voucherBuckets struct{ voucher, k int }
+
+// bucketedSince lists the vouchers with buckets asked for since t, and forgets older ones.
+func (c *bucketCounts) bucketedSince(t time.Time) []voucherBuckets {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []voucherBuckets
+	for v, got := range c.met {
+		if got.at.Before(t) {
+			delete(c.met, v)
+			continue
+		}
+		out = append(out, voucherBuckets{v, got.k})
+	}
+	return out
 }
 
 // forget drops a cached count (a warm changed it in this process).
