@@ -49,13 +49,14 @@ type App struct {
 	// sessions and login codes of another deployment are refused.
 	Deployment string
 
-	namespace    *namespaceGuard    // nil for Connect's tools
-	stopConsumer func()             // stops the order consumer at once (idempotent); nil without one
-	tracing      *telemetry.Tracing // nil: tracing off
-	streams      redis.UniversalClient
-	redisAddrs   []string
-	closers      []func() error
-	once         sync.Once
+	namespace     *namespaceGuard    // nil for Connect's tools
+	stopConsumer  func()             // stops the order consumer at once (idempotent); nil without one
+	tracing       *telemetry.Tracing // nil: tracing off
+	streams       redis.UniversalClient
+	redisAddrs    []string
+	embeddedRedis bool // the embedded default's in-process Redis
+	closers       []func() error
+	once          sync.Once
 }
 
 // Options lets callers (tests, tools) replace parts of the wiring.
@@ -299,9 +300,17 @@ const (
 	redisDialTimeout = 2 * time.Second
 	redisReadTimeout = time.Second
 	redisPoolTimeout = 2 * time.Second // waiting for a free connection
+	// The embedded default's Redis (miniredis) runs in this process and runs Lua in Go: on a
+	// starved machine a script (the Bloom filter's rebuild at start) can take longer than a
+	// second, and it cannot hang the way a remote server can. Its calls get longer bounds.
+	embeddedRedisTimeout = 10 * time.Second
 )
 
 func (a *App) redisOptions(poolSize int) *redis.UniversalOptions {
+	timeout := redisReadTimeout
+	if a.embeddedRedis {
+		timeout = embeddedRedisTimeout
+	}
 	return &redis.UniversalOptions{
 		Addrs:    a.redisAddrs,
 		Password: a.Config.RedisPassword,
@@ -312,8 +321,8 @@ func (a *App) redisOptions(poolSize int) *redis.UniversalOptions {
 		// retries, when Redis hangs.
 		ContextTimeoutEnabled: true,
 		DialTimeout:           redisDialTimeout,
-		ReadTimeout:           redisReadTimeout,
-		WriteTimeout:          redisReadTimeout,
+		ReadTimeout:           timeout,
+		WriteTimeout:          timeout,
 		PoolTimeout:           redisPoolTimeout,
 	}
 }
@@ -328,6 +337,7 @@ func (a *App) openRedis(ctx context.Context) error {
 		stop := driveExpiry(m, 100*time.Millisecond)
 		a.closers = append(a.closers, func() error { stop(); m.Close(); return nil })
 		addrs = []string{m.Addr()}
+		a.embeddedRedis = true
 	}
 	a.redisAddrs = addrs
 	a.Redis = redis.NewUniversalClient(a.redisOptions(a.Config.RedisPoolSize))
