@@ -77,15 +77,7 @@ func (rc *reconciler) inspectBuckets(ctx context.Context, r *VoucherReport, db *
 		r.RedisStock = &stock
 	}
 	r.Buyers = len(v.buyers)
-	r.QueuedPersisted = int(v.scan.persisted)
-	expected := int64(r.DBStock) - v.scan.unpersisted
-	if expected < 0 && r.DBStock >= 0 {
-		r.problem(false, "%d orders queued but the database stock is %d: %d of them will fail (Redis admitted more than the database holds)",
-			v.scan.unpersisted, r.DBStock, -expected)
-	}
-	r.ExpectedStock = max(0, expected)
-	want := expectedBuyers(db, v.queued)
-	r.ExpectedBuyers = len(want)
+	want := expectFromStream(r, db, &v)
 	r.note("stock split over %d buckets", k)
 	if intents > 0 {
 		r.note("%d borrows between buckets in progress: their grab or, past their deadline, recovery ends them", intents)

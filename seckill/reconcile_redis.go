@@ -78,15 +78,7 @@ func (rc *reconciler) inspectRedis(ctx context.Context, r *VoucherReport, db *db
 	if err = rc.scanStream(ctx, r, db, &v); err != nil {
 		return err
 	}
-	r.QueuedPersisted = int(v.scan.persisted)
-	expected := int64(r.DBStock) - v.scan.unpersisted
-	if expected < 0 && r.DBStock >= 0 {
-		r.problem(false, "%d orders queued but the database stock is %d: %d of them will fail (Redis admitted more than the database holds)",
-			v.scan.unpersisted, r.DBStock, -expected)
-	}
-	r.ExpectedStock = max(0, expected)
-	want := expectedBuyers(db, v.queued)
-	r.ExpectedBuyers = len(want)
+	want := expectFromStream(r, db, &v)
 	if !rc.checkReady(r, &v) {
 		return nil
 	}
@@ -251,6 +243,22 @@ func (sc *streamScan) entry(msg redis.XMessage, late bool, voucherID int, db *db
 }
 
 // expectedBuyers are the database's live orders with the stream's on top (as a rebuild does).
+// expectFromStream sets what Redis should hold given the database and the stream's scan:
+// the stock (the database's less the orders queued and not yet written, a problem if that is
+// negative) and the buyers, which it returns.
+func expectFromStream(r *VoucherReport, db *dbOrders, v *redisView) map[int]queued {
+	r.QueuedPersisted = int(v.scan.persisted)
+	expected := int64(r.DBStock) - v.scan.unpersisted
+	if expected < 0 && r.DBStock >= 0 {
+		r.problem(false, "%d orders queued but the database stock is %d: %d of them will fail (Redis admitted more than the database holds)",
+			v.scan.unpersisted, r.DBStock, -expected)
+	}
+	r.ExpectedStock = max(0, expected)
+	want := expectedBuyers(db, v.queued)
+	r.ExpectedBuyers = len(want)
+	return want
+}
+
 func expectedBuyers(db *dbOrders, stream map[int]queued) map[int]queued {
 	want := make(map[int]queued, len(db.live)+len(stream))
 	for u, id := range db.live {
