@@ -36,8 +36,12 @@ func (s refStore) trace(ctx context.Context, ref int, orders []order) ([]trace, 
 	return s.orderStore.trace(ctx, voucherOf(ref), orders)
 }
 
-func (s refStore) holdVoucher(ctx context.Context, ref int) (func(), error) {
-	return s.orderStore.holdVoucher(ctx, voucherOf(ref))
+func (s refStore) holdVoucher(ctx context.Context, ref int) (orderStore, func(), error) {
+	held, release, err := s.orderStore.holdVoucher(ctx, voucherOf(ref))
+	if err != nil {
+		return nil, nil, err
+	}
+	return refStore{held}, release, nil
 }
 
 func (s refStore) sale(ctx context.Context, ref int) (sale, error) {

@@ -23,6 +23,12 @@ func SetBeforeWarmCommitHook(hook func()) (restore func()) {
 	return func() { testHookBeforeWarmCommit = nil }
 }
 
+// SetWarmHeldHook makes hook run right after a warm takes the voucher's row lock, until restore.
+func SetWarmHeldHook(hook func()) (restore func()) {
+	testHookWarmHeld = hook
+	return func() { testHookWarmHeld = nil }
+}
+
 // ToldRemembered is how many orders s remembers as told and not yet known written (told.go).
 func ToldRemembered(s *Service) int {
 	s.told.mu.Lock()

@@ -28,17 +28,19 @@ const (
 // the voucher's Redis lock). It is released before a fix, whose rebuild takes it again. The
 // check fails if lost (the voucher's Redis lock) ended meanwhile.
 func (rc *reconciler) inspectHeld(ctx context.Context, id int, o ReconcileOptions, lost context.Context) (VoucherReport, error) {
-	release, err := rc.store.holdVoucher(ctx, id)
+	held, release, err := rc.store.holdVoucher(ctx, id)
 	if err != nil {
 		return VoucherReport{VoucherID: id}, err
 	}
 	defer release()
+	onLock := *rc
+	onLock.store = held // reads on the lock's connection (recoveryStore.holdVoucher)
 	r := VoucherReport{VoucherID: id, RedisChecked: true}
 	var db dbOrders
-	if err := rc.inspectDB(ctx, &r, &db); err != nil {
+	if err := onLock.inspectDB(ctx, &r, &db); err != nil {
 		return r, err
 	}
-	if err := rc.inspectRedis(ctx, &r, &db, o); err != nil {
+	if err := onLock.inspectRedis(ctx, &r, &db, o); err != nil {
 		return r, err
 	}
 	if lost.Err() != nil {

@@ -93,11 +93,21 @@ func (r *recovery) warmAll(ctx context.Context) error {
 func (r *recovery) warmLocked(ctx context.Context, voucherID int, full bool) error {
 	// The row lock outlives ctx (the voucher lock's context, cancelled if that lock is lost):
 	// a commit given up on must not find the consumer's batches written meanwhile (commit).
-	release, err := r.store.holdVoucher(context.WithoutCancel(ctx), voucherID)
+	held, release, err := r.store.holdVoucher(context.WithoutCancel(ctx), voucherID)
 	if err != nil {
 		return err
 	}
 	defer release()
+	if testHookWarmHeld != nil {
+		testHookWarmHeld()
+	}
+	onLock := *r
+	onLock.store = held // reads on the lock's connection (recoveryStore.holdVoucher)
+	return onLock.warmHeld(ctx, voucherID, full)
+}
+
+// warmHeld is warmLocked once the voucher's row lock is held.
+func (r *recovery) warmHeld(ctx context.Context, voucherID int, full bool) error {
 	sale, err := r.store.sale(ctx, voucherID)
 	if err != nil {
 		return err
@@ -152,6 +162,9 @@ func (r *recovery) prepare(ctx context.Context, voucherID int, full bool) error 
 	}
 	return r.loadBuyers(ctx, voucherID)
 }
+
+// testHookWarmHeld, set by tests only, runs right after a warm takes the voucher's row lock.
+var testHookWarmHeld func()
 
 // testHookBeforeWarmCommit, set by tests only, runs right before a warm's commit.
 var testHookBeforeWarmCommit func()

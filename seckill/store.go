@@ -56,8 +56,10 @@ type recoveryStore interface {
 	// vouchersOnSale lists the active seckill vouchers whose sale has not ended at now.
 	vouchersOnSale(ctx context.Context, now time.Time) ([]int, error)
 	// holdVoucher takes the voucher's row lock until release, where the database has row
-	// locks: no batch commits meanwhile.
-	holdVoucher(ctx context.Context, voucherID int) (release func(), err error)
+	// locks: no batch commits meanwhile. Reads under the lock go through held, which runs on
+	// the lock's own connection: the batches waiting on the lock may hold every other
+	// connection of the pool, and would wait for it until the database's lock wait timeout.
+	holdVoucher(ctx context.Context, voucherID int) (held orderStore, release func(), err error)
 	// trace tells how each order of a voucher stands in the database.
 	trace(ctx context.Context, voucherID int, orders []order) ([]trace, error)
 	// maxOrderID is the largest order id the database knows as issued (orders and aliases).

@@ -2,6 +2,7 @@ package seckill
 
 import (
 	"context"
+	stdsql "database/sql"
 	"fmt"
 	"log/slog"
 	"time"
@@ -69,19 +70,23 @@ func (s *sqlStore) guardCommits(ctx context.Context, voucherID int) (context.Con
 	return l.Context(), func() { _ = l.Release(context.WithoutCancel(ctx)) }, nil
 }
 
-func (s *sqlStore) holdVoucher(ctx context.Context, voucherID int) (release func(), err error) {
+func (s *sqlStore) holdVoucher(ctx context.Context, voucherID int) (held orderStore, release func(), err error) {
 	if !s.dialect.rowLocks {
-		return func() {}, nil
+		return s, func() {}, nil
 	}
-	tx, err := s.db.Tx(ctx)
+	// Read committed: each read under the lock sees what is committed when it runs, as a
+	// read on another connection would (a repeatable read's snapshot would be older).
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: stdsql.LevelReadCommitted})
 	if err != nil {
-		return nil, fmt.Errorf("seckill: locking voucher %d: %w", voucherID, err)
+		return nil, nil, fmt.Errorf("seckill: locking voucher %d: %w", voucherID, err)
 	}
 	if err := s.lockRow(ctx, tx.Client(), voucherID); err != nil {
 		_ = tx.Rollback()
-		return nil, fmt.Errorf("seckill: locking voucher %d: %w", voucherID, err)
+		return nil, nil, fmt.Errorf("seckill: locking voucher %d: %w", voucherID, err)
 	}
-	return func() { _ = tx.Rollback() }, nil
+	onLock := *s
+	onLock.db = tx.Client()
+	return &onLock, func() { _ = tx.Rollback() }, nil
 }
 
 // lockRow takes the voucher row's lock in c's transaction, until it ends (row locks only).
