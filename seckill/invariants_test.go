@@ -136,7 +136,12 @@ func TestInvariantsSync(t *testing.T) { testInvariants(t, seckill.StrategySync) 
 func testInvariants(t *testing.T, strategy seckill.Strategy) {
 	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
 		e := newEnv(t, rdb)
+		// The synchronous strategy runs a database transaction per attempt, all serialised
+		// on the voucher's row lock: 2 500 users (3 000 attempts) for its 1 000 units.
 		users := e.users(10_000)
+		if strategy == seckill.StrategySync {
+			users = users[:2_500]
+		}
 		services := []*seckill.Service{e.service(seckill.Options{Strategy: strategy}), e.service(seckill.Options{Strategy: strategy})}
 		for _, s := range services {
 			e.consume(s)
