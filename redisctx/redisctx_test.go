@@ -105,10 +105,16 @@ func TestDoBoundsAbandonedCalls(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	}
-	// Calls that really hang: each abandoned after 1 ms.
+	// Calls that really hang: each abandoned once it has started (a deadline could pass
+	// before Do starts the call on a loaded machine, and then nothing is abandoned).
 	for i := 0; i < redisctx.MaxAbandoned; i++ {
-		cctx, cancel := context.WithTimeout(ctx, time.Millisecond)
-		_, _ = redisctx.Do(cctx, rdb, func(ctx context.Context) (string, error) { return rdb.Get(context.Background(), "k").Result() })
+		cctx, cancel := context.WithCancel(ctx)
+		started := make(chan struct{})
+		go func() { <-started; cancel() }()
+		_, _ = redisctx.Do(cctx, rdb, func(ctx context.Context) (string, error) {
+			close(started)
+			return rdb.Get(context.Background(), "k").Result()
+		})
 		cancel()
 	}
 	if n := redisctx.Abandoned(rdb); n != redisctx.MaxAbandoned {

@@ -81,9 +81,35 @@ func programs(t *testing.T, root, lib string) []example {
 	return out
 }
 
+// requirements is the require blocks of the go.mod in dir.
+func requirements(t *testing.T, dir string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(string(src), "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case trimmed == "require (":
+			in = true
+		case in && trimmed == ")":
+			in = false
+			b.WriteString(")\n")
+			continue
+		case !in && !strings.HasPrefix(trimmed, "require "):
+			continue
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
 // Issue 23, item 8: every example of cache, idgen and lock builds as a program in a module of
 // its own outside the repository (which requires github.com/surgekit/surge, replaced by this
-// checkout; offline: only the module cache), and prints what its Output comment says when run
+// checkout, at the versions of surge's go.mod), and prints what its Output comment says when run
 // with the services named by the variables the examples read: SURGE_TEST_REDIS_ADDR,
 // SURGE_TEST_MYSQL_DSN, SURGE_TEST_REDIS_CLUSTER_ADDRS. Each address is a proxy that counts
 // connections, so an example that talks to Redis or a database is seen to use the address it
@@ -110,7 +136,10 @@ func TestExamplesBuildAndRunOutsideTheRepository(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mod := "module example.test/copied\n\ngo 1.26\n\nrequire github.com/surgekit/surge v0.0.0\n\nreplace github.com/surgekit/surge => " + strconv.Quote(root) + "\n"
+	// surge's own requirements, pinned: go adds nothing at "latest" (which the module proxy
+	// here refuses), and fetches only exact versions that the module cache may not hold yet.
+	mod := "module example.test/copied\n\ngo 1.26\n\nrequire github.com/surgekit/surge v0.0.0\n\n" + requirements(t, root) +
+		"\nreplace github.com/surgekit/surge => " + strconv.Quote(root) + "\n"
 	if err := os.WriteFile(filepath.Join(scratch, "go.mod"), []byte(mod), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -122,14 +151,14 @@ func TestExamplesBuildAndRunOutsideTheRepository(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// -mod=mod lets go add the requirements the programs import (go-redis, the MySQL driver)
-	// at the versions surge's go.mod gives; GOPROXY=off keeps it to the module cache.
+	// -mod=mod lets go complete go.sum for the programs' imports (go-redis, the MySQL driver)
+	// at the versions surge's go.mod gives.
 	bin := filepath.Join(scratch, "bin")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	build := exec.CommandContext(ctx, testenv.GoCommand(), "build", "-o", bin+string(filepath.Separator), "./...")
 	build.Dir = scratch
-	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod -buildvcs=false", "GOPROXY=off", "GOWORK=off", "GOSUMDB=off")
+	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod -buildvcs=false", "GOWORK=off", "GOSUMDB=off")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("the examples do not build outside the repository: %v\n%s", err, out)
 	}

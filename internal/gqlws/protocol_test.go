@@ -19,8 +19,8 @@ import (
 func TestCloseCodes(t *testing.T) {
 	t.Run("init timeout 4408", func(t *testing.T) {
 		f := newFixture(t, gqlws.Options{InitTimeout: 100 * time.Millisecond})
+		start := time.Now() // before the dial: the server's timer starts while it returns
 		c := f.dial(transportWS)
-		start := time.Now()
 		c.closed(4408)
 		if d := time.Since(start); d < 80*time.Millisecond {
 			t.Errorf("closed after %v, before the init timeout", d)
