@@ -36,6 +36,15 @@ func (s refStore) trace(ctx context.Context, ref int, orders []order) ([]trace, 
 	return s.orderStore.trace(ctx, voucherOf(ref), orders)
 }
 
+func (s refStore) writeGang(ctx context.Context, batches []gangBatch, mine func(context.Context) error) ([]settlement, error) {
+	byVoucher := make([]gangBatch, len(batches))
+	for i, b := range batches {
+		b.voucherID = voucherOf(b.voucherID)
+		byVoucher[i] = b
+	}
+	return s.orderStore.writeGang(ctx, byVoucher, mine)
+}
+
 func (s refStore) holdVoucher(ctx context.Context, ref int) (orderStore, func(), error) {
 	held, release, err := s.orderStore.holdVoucher(ctx, voucherOf(ref))
 	if err != nil {

@@ -14,6 +14,8 @@ type metrics struct {
 	dead      prometheus.Counter
 	claimed   prometheus.Counter
 	batches   prometheus.Histogram
+	// gangs counts gang writes (gang.go): committed, or split into one write per voucher.
+	gangs *prometheus.CounterVec
 	// What a Redis that lost state sends the consumer (see rehome.go).
 	rehomed, superseded, lost prometheus.Counter
 	toldLost                  prometheus.Counter // orders told, lost before written (told.go)
@@ -40,6 +42,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "surge_seckill_batch_seconds", Help: "Time to persist one batch of orders.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12),
 		}),
+		gangs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "surge_seckill_gang_writes_total",
+			Help: "Transactions writing several quiet vouchers' batches at once, by outcome: committed, or split (rolled back, then written voucher by voucher).",
+		}, []string{"outcome"}),
 		rehomed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "surge_seckill_orders_rehomed_total",
 			Help: "Orders stored under a fresh id because their id was another order's (Redis lost the id counter).",
@@ -61,6 +67,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Errors of the consumer's background work (listing vouchers, unregistering finished ones, forgetting gone consumers: retried on a later pass; releasing the buyer of a failed borrowed order: logged, the buyer stays until the sale's keys go).",
 		}, []string{"op"}),
 	}
+	m.gangs.WithLabelValues("committed")
+	m.gangs.WithLabelValues("split")
 	for _, op := range backgroundOps {
 		m.background.WithLabelValues(op)
 	}
@@ -70,7 +78,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.grabs.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(m.grabs, m.persisted, m.dead, m.claimed, m.batches, m.rehomed, m.superseded, m.lost, m.toldLost, m.background)
+		reg.MustRegister(m.grabs, m.persisted, m.dead, m.claimed, m.batches, m.gangs, m.rehomed, m.superseded, m.lost, m.toldLost, m.background)
 	}
 	return m
 }

@@ -60,6 +60,9 @@ func (r *reader) run() {
 		if vs == nil {
 			return
 		}
+		if wants == 0 && !vs.retryOwn && r.gangTurn(vs) {
+			continue
+		}
 		more := r.turn(vs, wants)
 		if r.dropPrefetched(vs) {
 			more = true

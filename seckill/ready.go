@@ -105,6 +105,32 @@ func (q *readyQueue) take() (*voucherState, uint8) {
 	return vs, w
 }
 
+// takeQuiet hands the caller, without waiting, up to n more vouchers from the queue that want
+// nothing but a read of new entries (no claim, no check, no retry of their own pending
+// entries): a gang turn (gang.go) writes them in one transaction. A voucher it passes over
+// keeps its place.
+func (q *readyQueue) takeQuiet(n int) []*voucherState {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []*voucherState
+	kept := q.fifo[:0]
+	for i, vs := range q.fifo {
+		if len(out) == n {
+			kept = append(kept, q.fifo[i:]...)
+			break
+		}
+		if vs.wants == 0 && !vs.retryOwn {
+			vs.queued, vs.busy, vs.again = false, true, false
+			out = append(out, vs)
+			continue
+		}
+		kept = append(kept, vs)
+	}
+	clear(q.fifo[len(kept):])
+	q.fifo = kept
+	return out
+}
+
 // release gives a voucher back: to the tail of the queue if more is left (or it was signalled
 // meanwhile), else idle until the next signal.
 func (q *readyQueue) release(vs *voucherState, more bool) {

@@ -35,6 +35,11 @@ type batchStore interface {
 	// release: nothing where the voucher's row lock serialises commits with rebuilds; the
 	// voucher's Redis lock where the database has no row locks.
 	guardCommits(ctx context.Context, voucherID int) (context.Context, func(), error)
+	// writeGang persists several vouchers' batches in one transaction when none needs more
+	// than an insert and its stock update (else errGangSplit); mine vetoes the commit as
+	// writeBatch's does, for every batch. Any failure writes nothing. Only where canGang.
+	writeGang(ctx context.Context, batches []gangBatch, mine func(context.Context) error) ([]settlement, error)
+	canGang() bool
 	// writeBatch persists orders of one voucher in one transaction and reports how each
 	// stands; mine, called under the voucher's row lock before the commit, vetoes it (the
 	// entries stopped being this consumer's).
