@@ -330,17 +330,22 @@ func salesFire(ctx context.Context, apps []*app.App, o salesOpts, users, voucher
 	sampled := make(chan SalesCost)
 	go func() {
 		var peak SalesCost
-		for {
+		// A last sample at the stop: a run shorter than the period would miss the connections
+		// the consumers opened (they stay in their pools).
+		for stopped := false; ; {
 			c := salesCost(apps)
 			peak.StreamConns, peak.MainConns = max(peak.StreamConns, c.StreamConns), max(peak.MainConns, c.MainConns)
 			peak.Goroutines, peak.FDs, peak.RSSMB = max(peak.Goroutines, c.Goroutines), max(peak.FDs, c.FDs), max(peak.RSSMB, c.RSSMB)
 			for i := range res.PerServer {
 				res.PerServer[i].PeakStreamConns = max(res.PerServer[i].PeakStreamConns, streamConns(apps[i]))
 			}
-			select {
-			case <-sampleStop:
+			if stopped {
 				sampled <- peak
 				return
+			}
+			select {
+			case <-sampleStop:
+				stopped = true
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
