@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"slices"
@@ -26,7 +28,7 @@ import (
 
 const salesHelp = `surge bench sales: many flash sales live at once in one server process.
 
-  surge bench sales -inprocess -vouchers 1000 [-users U] [-stock S] [-concurrency C] [config flags]
+  surge bench sales -inprocess -vouchers 1000 [-servers N] [-users U] [-stock S] [-concurrency C] [config flags]
 
 It builds the app in this process (real Redis and MySQL from the config flags; -seckill-readers
 sets the consumer's readers), creates -users users and -vouchers SECKILL vouchers of -stock
@@ -38,6 +40,12 @@ last admission to that moment (p50/p99/max over vouchers). During the grabs it s
 stream pool's connections, goroutines, file descriptors and RSS; after, it verifies every sale
 (orders in MySQL = admitted = min(stock, users), MySQL stock + orders = initial, Redis stock
 and buyers agree, no user with two live orders) and measures the idle cost again.
+
+With -servers N (1..8) it builds N apps in this process on the same Redis, MySQL and namespace,
+like N servers of one deployment, each with its own Redis clients, database pool and consumer;
+setup and verification go through the first, grabs go round-robin over all N. Redis commands
+and connections are summed over the N apps (per_server lists each app's); goroutines, file
+descriptors and RSS are the whole process's. An HTTP mode against servers is not written yet.
 
 The last stdout line is one JSON object with the figures.
 `
@@ -52,6 +60,7 @@ type SalesResult struct {
 	Stock       int    `json:"stock"`
 	Concurrency int    `json:"concurrency"`
 	Readers     int    `json:"readers"`
+	Servers     int    `json:"servers"`
 
 	Idle        SalesCost `json:"idle_before"`
 	IdleAfter   SalesCost `json:"idle_after"`
@@ -69,6 +78,18 @@ type SalesResult struct {
 	ElapsedMS   float64   `json:"elapsed_ms"`
 	SetupMS     float64   `json:"setup_ms"`
 	ConsumerCmd string    `json:"consumer_commands_note"`
+	// PerServer is each app's share with -servers > 1.
+	PerServer []SalesServer `json:"per_server,omitempty"`
+}
+
+// SalesServer is one app's share of a -servers run.
+type SalesServer struct {
+	IdleCommandsPerS      float64 `json:"idle_before_redis_commands_per_s"`
+	IdleAfterCommandsPerS float64 `json:"idle_after_redis_commands_per_s"`
+	PeakStreamConns       int     `json:"peak_stream_pool_conns"`
+	// Persisted is its consumer's surge_seckill_orders_persisted_total, read from its /metrics
+	// in process; -1 if that could not be read (e.g. an allowed-hosts list without 127.0.0.1).
+	Persisted float64 `json:"orders_persisted"`
 }
 
 // SalesCost is what the process holds (and, idle, the consumer's Redis commands per second).
@@ -82,8 +103,8 @@ type SalesCost struct {
 }
 
 type salesOpts struct {
-	vouchers, users, stock, concurrency int
-	timeout, drainTimeout, idleFor      time.Duration
+	vouchers, users, stock, concurrency, servers int
+	timeout, drainTimeout, idleFor               time.Duration
 }
 
 func runSales(ctx context.Context, args []string, out *output) error {
@@ -94,6 +115,7 @@ func runSales(ctx context.Context, args []string, out *output) error {
 	var o salesOpts
 	inprocess := fs.Bool("inprocess", false, "run the service in this process (the only mode so far)")
 	fs.IntVar(&o.vouchers, "vouchers", 100, "sales live at once")
+	fs.IntVar(&o.servers, "servers", 1, "apps in this process sharing Redis, MySQL and namespace, like servers of one deployment (1..8)")
 	fs.IntVar(&o.users, "users", 20, "users; each grabs every voucher once")
 	fs.IntVar(&o.stock, "stock", -1, "units per voucher; -1 = users")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "grabs in flight at once")
@@ -114,6 +136,8 @@ func runSales(ctx context.Context, args []string, out *output) error {
 		return errors.New("bench sales: give -inprocess (an HTTP mode against servers is not written yet)")
 	case o.vouchers < 1 || o.vouchers > 100_000 || o.users < 1 || o.users > 1_000_000:
 		return errors.New("bench sales: -vouchers in [1, 100000], -users in [1, 1000000]")
+	case o.servers < 1 || o.servers > 8:
+		return errors.New("bench sales: -servers in [1, 8]")
 	case len(cfg.RedisAddrs) == 0 || cfg.MySQLDSN == "":
 		return errors.New("bench sales: needs a real Redis and MySQL (-redis-addrs, -mysql-dsn)")
 	}
@@ -125,16 +149,26 @@ func runSales(ctx context.Context, args []string, out *output) error {
 	began := time.Now()
 	cfg.Seed, cfg.SeckillRate, cfg.SeckillConsumer = false, -1, false
 	log := slog.New(slog.NewTextHandler(out.errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := app.New(ctx, cfg, app.Options{Logger: log, CodeSender: quietSender{}})
-	if err != nil {
-		return err
+	apps := make([]*app.App, o.servers)
+	for i := range apps {
+		if apps[i], err = app.New(ctx, cfg, app.Options{Logger: log, CodeSender: quietSender{}}); err != nil {
+			return err
+		}
+		defer apps[i].Close()
 	}
-	defer a.Close()
+	a := apps[0] // setup, polling and verification
 	res := &SalesResult{Scenario: "sales", Vouchers: o.vouchers, Users: o.users, Stock: o.stock, Concurrency: o.concurrency,
-		Readers: cfg.SeckillReaders, ConsumerCmd: "commands of the server's Redis clients (main and stream pools) while no grab runs"}
+		Readers: cfg.SeckillReaders, Servers: o.servers, ConsumerCmd: "commands of the server's Redis clients (main and stream pools) while no grab runs"}
+	if o.servers > 1 {
+		res.ConsumerCmd = fmt.Sprintf("commands of the %d servers' Redis clients (main and stream pools), summed, while no grab runs", o.servers)
+		res.PerServer = make([]SalesServer, o.servers)
+	}
 	res.Redis, res.Database = describeConfig(cfg)
 	out.printf("sales: %d vouchers × %d users (stock %d each), concurrency %d, readers %d, Redis %s\n",
 		o.vouchers, o.users, o.stock, o.concurrency, cfg.SeckillReaders, res.Redis)
+	if o.servers > 1 {
+		out.printf("  %d servers in this process (goroutines, fds and RSS are the whole process's)\n", o.servers)
+	}
 
 	users, vouchers, err := salesSetup(ctx, a, o)
 	if err != nil {
@@ -142,21 +176,30 @@ func runSales(ctx context.Context, args []string, out *output) error {
 	}
 	defer salesCleanup(context.WithoutCancel(ctx), a, cfg, vouchers)
 	res.SetupMS = ms(time.Since(began))
-	cmds := &countHook{}
-	a.Redis.AddHook(cmds)
-	if sc := a.StreamClient(); sc != nil {
-		sc.AddHook(cmds)
+	hooks := make([]*countHook, len(apps))
+	for i, x := range apps {
+		hooks[i] = &countHook{}
+		x.Redis.AddHook(hooks[i])
+		if sc := x.StreamClient(); sc != nil {
+			sc.AddHook(hooks[i])
+		}
 	}
 	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() { defer close(done); _ = a.Seckill.RunConsumer(cctx) }()
-	defer func() { stop(); <-done }()
+	var consumers sync.WaitGroup
+	for _, x := range apps {
+		consumers.Go(func() { _ = x.Seckill.RunConsumer(cctx) })
+	}
+	defer func() { stop(); consumers.Wait() }()
 	time.Sleep(2 * time.Second) // the consumer lists the vouchers, starts what it starts
-	res.Idle = salesIdle(a, cmds, o.idleFor)
+	var perApp []float64
+	res.Idle, perApp = salesIdle(apps, hooks, o.idleFor)
+	for i := range res.PerServer {
+		res.PerServer[i].IdleCommandsPerS = perApp[i]
+	}
 	out.printf("  idle with %d live vouchers: %.1f Redis commands/s, %d goroutines, %d fds, stream conns %d, RSS %.0f MB\n",
 		o.vouchers, res.Idle.CommandsPerS, res.Idle.Goroutines, res.Idle.FDs, res.Idle.StreamConns, res.Idle.RSSMB)
 
-	lags := salesFire(ctx, a, o, users, vouchers, res)
+	lags := salesFire(ctx, apps, o, users, vouchers, res)
 	res.LagMS = lags
 	out.printf("  %d grabs in %.0f ms (%.0f/s), admitted %d, errors %d; persistence lag per voucher ms p50 %.0f p99 %.0f max %.0f (undrained %d)\n",
 		res.Grabs, res.GrabMS, res.GrabsPerS, res.Admitted, res.Errors, lags.P50, lags.P99, lags.Max, res.Undrained)
@@ -164,9 +207,15 @@ func runSales(ctx context.Context, args []string, out *output) error {
 		res.Peak.Goroutines, res.Peak.FDs, res.Peak.StreamConns, res.Peak.MainConns, res.Peak.RSSMB)
 	res.Violations = salesVerify(ctx, a, cfg, o, vouchers, res.Admitted)
 	time.Sleep(3 * time.Second) // what the grabs left (told orders) settles
-	res.IdleAfter = salesIdle(a, cmds, o.idleFor)
+	res.IdleAfter, perApp = salesIdle(apps, hooks, o.idleFor)
 	out.printf("  idle after: %.1f Redis commands/s, %d goroutines, %d fds, stream conns %d\n",
 		res.IdleAfter.CommandsPerS, res.IdleAfter.Goroutines, res.IdleAfter.FDs, res.IdleAfter.StreamConns)
+	for i := range res.PerServer {
+		ps := &res.PerServer[i]
+		ps.IdleAfterCommandsPerS, ps.Persisted = perApp[i], persistedBy(apps[i])
+		out.printf("  server %d: idle %.1f / after %.1f Redis commands/s, peak stream conns %d, orders persisted %.0f\n",
+			i, ps.IdleCommandsPerS, ps.IdleAfterCommandsPerS, ps.PeakStreamConns, ps.Persisted)
+	}
 	res.OK = len(res.Violations) == 0 && res.Undrained == 0 && res.Errors == 0
 	if res.OK {
 		out.printf("  verified: every sale exact\n")
@@ -258,8 +307,10 @@ func salesCleanup(ctx context.Context, a *app.App, cfg app.Config, vouchers []in
 	}
 }
 
-// salesFire grabs every voucher for every user and returns the per-voucher persistence lag.
-func salesFire(ctx context.Context, a *app.App, o salesOpts, users, vouchers []int, res *SalesResult) LatencyMS {
+// salesFire grabs every voucher for every user, job i through apps[i % len(apps)], and returns
+// the per-voucher persistence lag.
+func salesFire(ctx context.Context, apps []*app.App, o salesOpts, users, vouchers []int, res *SalesResult) LatencyMS {
+	a := apps[0]
 	n := len(vouchers)
 	last := make([]atomic.Int64, n)
 	unanswered := make([]atomic.Int64, n) // grabs still to answer, per voucher
@@ -279,14 +330,22 @@ func salesFire(ctx context.Context, a *app.App, o salesOpts, users, vouchers []i
 	sampled := make(chan SalesCost)
 	go func() {
 		var peak SalesCost
-		for {
-			c := salesCost(a)
+		// A last sample at the stop: a run shorter than the period would miss the connections
+		// the consumers opened (they stay in their pools).
+		for stopped := false; ; {
+			c := salesCost(apps)
 			peak.StreamConns, peak.MainConns = max(peak.StreamConns, c.StreamConns), max(peak.MainConns, c.MainConns)
 			peak.Goroutines, peak.FDs, peak.RSSMB = max(peak.Goroutines, c.Goroutines), max(peak.FDs, c.FDs), max(peak.RSSMB, c.RSSMB)
-			select {
-			case <-sampleStop:
+			for i := range res.PerServer {
+				res.PerServer[i].PeakStreamConns = max(res.PerServer[i].PeakStreamConns, streamConns(apps[i]))
+			}
+			if stopped {
 				sampled <- peak
 				return
+			}
+			select {
+			case <-sampleStop:
+				stopped = true
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
@@ -340,7 +399,7 @@ func salesFire(ctx context.Context, a *app.App, o salesOpts, users, vouchers []i
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(len(jobs)) && ctx.Err() == nil; i = next.Add(1) - 1 {
 				j := jobs[i]
-				_, err := a.Seckill.Grab(ctx, j.u, vouchers[j.v])
+				_, err := apps[i%int64(len(apps))].Seckill.Grab(ctx, j.u, vouchers[j.v])
 				grabs.Add(1)
 				switch {
 				case err == nil:
@@ -425,22 +484,60 @@ func salesVerify(ctx context.Context, a *app.App, cfg app.Config, o salesOpts, v
 	return bad
 }
 
-// salesIdle measures the process's cost while no grab runs.
-func salesIdle(a *app.App, cmds *countHook, d time.Duration) SalesCost {
-	from, start := cmds.n.Load(), time.Now()
+// salesIdle measures the process's cost while no grab runs: the Redis commands/s of all apps
+// (hooks[i] counts apps[i]'s clients), summed, and each app's.
+func salesIdle(apps []*app.App, hooks []*countHook, d time.Duration) (SalesCost, []float64) {
+	from, start := make([]int64, len(hooks)), time.Now()
+	for i, h := range hooks {
+		from[i] = h.n.Load()
+	}
 	time.Sleep(d)
-	c := salesCost(a)
-	c.CommandsPerS = float64(cmds.n.Load()-from) / time.Since(start).Seconds()
+	c := salesCost(apps)
+	took := time.Since(start).Seconds()
+	perApp := make([]float64, len(hooks))
+	for i, h := range hooks {
+		perApp[i] = float64(h.n.Load()-from[i]) / took
+		c.CommandsPerS += perApp[i]
+	}
+	return c, perApp
+}
+
+// salesCost is the process's goroutines, fds and RSS, and the apps' Redis connections summed.
+func salesCost(apps []*app.App) SalesCost {
+	c := SalesCost{Goroutines: runtime.NumGoroutine(), FDs: openFDs(), RSSMB: rssMB()}
+	for _, a := range apps {
+		c.StreamConns += streamConns(a)
+		c.MainConns += int(a.Redis.PoolStats().TotalConns)
+	}
 	return c
 }
 
-func salesCost(a *app.App) SalesCost {
-	c := SalesCost{Goroutines: runtime.NumGoroutine(), FDs: openFDs(), RSSMB: rssMB()}
+func streamConns(a *app.App) int {
 	if sc := a.StreamClient(); sc != nil {
-		c.StreamConns = int(sc.PoolStats().TotalConns)
+		return int(sc.PoolStats().TotalConns)
 	}
-	c.MainConns = int(a.Redis.PoolStats().TotalConns)
-	return c
+	return 0
+}
+
+// persistedBy reads the orders a's consumer wrote from a's /metrics, served in process (the
+// registry is not exported); -1 if it cannot be read.
+func persistedBy(a *app.App) float64 {
+	h := a.AdminHandler
+	if h == nil {
+		h = a.Handler
+	}
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Host = "127.0.0.1" // what a dev server's allowed hosts admit
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	m, err := parseMetrics(rec.Body)
+	if rec.Code != http.StatusOK || err != nil {
+		return -1
+	}
+	if v, ok := m["surge_seckill_orders_persisted_total"]; ok {
+		return v
+	}
+	return -1
 }
 
 func openFDs() int {

@@ -173,8 +173,13 @@ func scrapeMetrics(ctx context.Context, url string) (map[string]float64, error) 
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("bench subscriptions: %s answered %s", url, resp.Status)
 	}
+	return parseMetrics(resp.Body)
+}
+
+// parseMetrics reads a Prometheus text exposition into name → value, summing over labels.
+func parseMetrics(r io.Reader) (map[string]float64, error) {
 	m := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		l := sc.Text()
