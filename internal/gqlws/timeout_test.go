@@ -66,30 +66,36 @@ func TestPingFlood(t *testing.T) {
 	// 256 KB values fill the socket until the server's writes to it wait.
 	write(`{"type":"subscribe","id":"1","payload":{"query":"subscription { feed(key: \"k\") }"}}`)
 	f.waitSubscribers("k", 1)
-	stalled := func() bool {
+	// Values pushed every millisecond and none read for 300 ms, and the operation's
+	// goroutine in a websocket write: the write waits (a 256 KB write that goes through takes
+	// well under that). The goroutine dump is taken only then: dumps taken in a loop were
+	// slow enough under a loaded -race run to miss the stall until the write timed out, and a
+	// pause in the reads alone can be a starved CPU. The write may wait in the operation's
+	// first run (the values ready at subscription) or in a later drain: on a loaded machine
+	// the first run can meet the full socket already.
+	writing := func() bool {
 		for _, g := range testenv.Goroutines() {
-			if strings.Contains(string(g), "gqlws.(*operation).drain") && strings.Contains(string(g), "websocket.(*Conn).Write") {
+			if strings.Contains(string(g), "gqlws.(*operation)") && strings.Contains(string(g), "websocket.(*Conn).Write") {
 				return true
 			}
 		}
 		return false
 	}
-	// A write seen twice, 100 ms apart, is one that waits (a 256 KB write that goes through
-	// takes well under that).
-	var since time.Time
-	for v := 0; since.IsZero() || time.Since(since) < 100*time.Millisecond; v++ {
-		if v > 10_000 {
+	last, since := f.hub.reads.Load(), time.Now()
+	for v := 0; time.Since(since) < 300*time.Millisecond || !writing(); v++ {
+		if v > 20_000 {
 			t.Fatal("the server's writes never waited")
 		}
-		switch {
-		case !stalled():
-			since = time.Time{}
-		case since.IsZero():
-			since = time.Now()
+		if time.Since(since) >= 300*time.Millisecond {
+			since = time.Now() // paused, but not in a write: look again
 		}
 		f.hub.push("k", v)
 		time.Sleep(time.Millisecond)
+		if n := f.hub.reads.Load(); n != last {
+			last, since = n, time.Now()
+		}
 	}
+	running := goroutines("gqlws.(*operation).run") // 1 if the write waits in the first run
 	for range 500 {
 		write(`{"type":"ping"}`)
 	}
@@ -103,7 +109,7 @@ func TestPingFlood(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "the pings to be read", func() bool { return goroutines("gqlws.(*operation).run") == 1 })
+	waitFor(t, "the pings to be read", func() bool { return goroutines("gqlws.(*operation).run") == running+1 })
 	if n := goroutines("gqlws.(*conn).pong"); n > 1 {
 		t.Fatalf("%d goroutines writing pongs for 500 unread pings, want at most 1", n)
 	}
