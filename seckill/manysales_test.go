@@ -114,7 +114,8 @@ func TestManyLiveVouchers(t *testing.T) {
 		var streams redis.UniversalClient
 		switch c := rdb.(type) {
 		case *redis.ClusterClient:
-			streams = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Options().Addrs, PoolSize: pool,
+			// Gang reads are pipelines: they share the pool, as the app's stream client does.
+			streams = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Options().Addrs, PoolSize: pool, PipelinePoolSize: -1,
 				NewClient: func(o *redis.Options) *redis.Client {
 					n := redis.NewClient(o)
 					n.AddHook(conns) // a ClusterClient's own hooks do not see its nodes' dials
@@ -122,7 +123,7 @@ func TestManyLiveVouchers(t *testing.T) {
 				}})
 			nodes = len(c.Options().Addrs)
 		case *redis.Client:
-			streams = redis.NewClient(&redis.Options{Addr: c.Options().Addr, PoolSize: pool})
+			streams = redis.NewClient(&redis.Options{Addr: c.Options().Addr, PoolSize: pool, PipelinePoolSize: -1})
 		}
 		t.Cleanup(func() { _ = streams.Close() })
 		main.AddHook(cmds)

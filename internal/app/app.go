@@ -249,7 +249,11 @@ func (a *App) SeckillOptions() seckill.Options {
 // two connections at once (a read and a prefetch), so the pool is bounded by the readers, not
 // by the number of live vouchers.
 func (a *App) startSeckill(ctx context.Context, registry prometheus.Registerer) error {
-	streams := redis.NewUniversalClient(a.redisOptions(StreamPoolSize(a.Config.SeckillReaders)))
+	opts := a.redisOptions(StreamPoolSize(a.Config.SeckillReaders))
+	// A gang read is a pipeline, which go-redis would serve from a second pool of its own (10
+	// connections, 128 KiB buffers each): it shares the readers' bounded pool instead.
+	opts.PipelinePoolSize = -1
+	streams := redis.NewUniversalClient(opts)
 	a.streams = streams
 	o := a.SeckillOptions()
 	o.Registerer = registry
