@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/internal/testenv"
@@ -73,6 +74,11 @@ func TestBacklogMetrics(t *testing.T) {
 }
 
 func hasSeries(t *testing.T, reg *prometheus.Registry, name, label, value string) bool {
+	return series(t, reg, name, label, value) != nil
+}
+
+// series is the metric of family name with label=value in reg, nil if there is none.
+func series(t *testing.T, reg *prometheus.Registry, name, label, value string) *dto.Metric {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
@@ -85,10 +91,10 @@ func hasSeries(t *testing.T, reg *prometheus.Registry, name, label, value string
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == label && l.GetValue() == value {
-					return true
+					return m
 				}
 			}
 		}
 	}
-	return false
+	return nil
 }

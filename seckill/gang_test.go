@@ -72,33 +72,11 @@ func TestGangWrites(t *testing.T) {
 				t.Errorf("voucher %d: %+v; want %d orders, %d failed, stock %d on both sides", v, st, wantOrders, wantFailed, stock-wantOrders)
 			}
 		}
-		committed := counterWith(t, reg, "surge_seckill_gang_writes_total", "outcome", "committed")
-		split := counterWith(t, reg, "surge_seckill_gang_writes_total", "outcome", "split")
+		committed := series(t, reg, "surge_seckill_gang_writes_total", "outcome", "committed").GetCounter().GetValue()
+		split := series(t, reg, "surge_seckill_gang_writes_total", "outcome", "split").GetCounter().GetValue()
 		if committed == 0 || split == 0 {
 			t.Errorf("gang writes: %v committed, %v split; want both (the poisoned and the redelivered order split theirs)", committed, split)
 		}
 		t.Logf("gang writes: %v committed, %v split", committed, split)
 	})
-}
-
-// counterWith reads the series of a counter with label=value (0 if absent).
-func counterWith(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
