@@ -73,17 +73,11 @@ func (r *reader) gangTurn(vs *voucherState) bool {
 	if err == nil {
 		r.c.m.gangs.WithLabelValues("committed").Inc()
 		for j, b := range batches {
-			st := sts[j]
-			r.c.m.rehomed.Add(float64(st.rehomed))
-			r.c.m.superseded.Add(float64(st.superseded))
-			r.acks.add(b.voucherID, st.done)
-			st.done = nil
-			if r.c.settler.settle(context.WithoutCancel(r.ctx), b.voucherID, st) != nil {
+			if r.c.settleWritten(r.ctx, b.voucherID, sts[j], r.acks, start) != noOutage {
 				gang[members[j]].retryOwn = true
 				again[members[j]] = true
 			}
 		}
-		r.c.m.batches.Observe(time.Since(start).Seconds())
 		return true
 	}
 	r.c.m.gangs.WithLabelValues("split").Inc()
@@ -120,10 +114,7 @@ func (c *consumer) readGang(ctx context.Context, gang []*voucherState) []gangRea
 		cmds := make([]*redis.XStreamSliceCmd, len(gang))
 		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, g := range gang {
-				cmds[i] = p.XReadGroup(ctx, &redis.XReadGroupArgs{
-					Group: c.opts.group, Consumer: c.opts.name, Streams: []string{g.stream, ">"},
-					Count: int64(c.opts.batchSize), Block: -1,
-				})
+				cmds[i] = p.XReadGroup(ctx, c.readArgs(g.stream, ">"))
 			}
 			return nil
 		})
@@ -173,10 +164,7 @@ func (c *consumer) allMine(ctx context.Context, batches []gangBatch) error {
 		cmds := make([]*redis.XPendingExtCmd, len(batches))
 		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, b := range batches {
-				cmds[i] = p.XPendingExt(ctx, &redis.XPendingExtArgs{
-					Stream: c.keys.sale(b.voucherID).Orders, Group: c.opts.group, Consumer: c.opts.name,
-					Start: b.orders[0].entry, End: b.orders[len(b.orders)-1].entry, Count: int64(len(b.orders)),
-				})
+				cmds[i] = p.XPendingExt(ctx, c.pendingHere(b.voucherID, b.orders))
 			}
 			return nil
 		})

@@ -44,13 +44,19 @@ func (c *consumer) persist(ctx context.Context, voucherID int, msgs []redis.XMes
 	if st == nil {
 		return o
 	}
+	return c.settleWritten(ctx, voucherID, *st, acks, start)
+}
+
+// settleWritten settles a batch the database now holds (with acks, acknowledging its
+// persisted entries in the background) and counts it, written since start.
+func (c *consumer) settleWritten(ctx context.Context, voucherID int, st settlement, acks *acker, start time.Time) outage {
 	c.m.rehomed.Add(float64(st.rehomed))
 	c.m.superseded.Add(float64(st.superseded))
 	if acks != nil {
 		acks.add(voucherID, st.done)
 		st.done = nil
 	}
-	if err := c.settler.settle(context.WithoutCancel(ctx), voucherID, *st); err != nil {
+	if err := c.settler.settle(context.WithoutCancel(ctx), voucherID, st); err != nil {
 		return redisDown
 	}
 	c.m.batches.Observe(time.Since(start).Seconds())
@@ -169,12 +175,8 @@ func (c *consumer) outageOf(ctx context.Context, err error) outage {
 // are not, it returns *notMine: the ones still pending here, and those gone from the stream.
 // A failure to ask Redis is errRedisUnavailable.
 func (c *consumer) stillMine(ctx context.Context, voucherID int, orders []order) error {
-	stream := c.keys.sale(voucherID).Orders
 	pending, err := bounded(ctx, c.rdb, func(ctx context.Context) ([]redis.XPendingExt, error) {
-		return c.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-			Stream: stream, Group: c.opts.group, Consumer: c.opts.name,
-			Start: orders[0].entry, End: orders[len(orders)-1].entry, Count: int64(len(orders)),
-		}).Result()
+		return c.rdb.XPendingExt(ctx, c.pendingHere(voucherID, orders)).Result()
 	})
 	if err != nil && !isNoGroup(err) {
 		return fmt.Errorf("%w: checking pending orders: %w", errRedisUnavailable, err)
@@ -207,6 +209,15 @@ func (c *consumer) stillMine(ctx context.Context, voucherID int, orders []order)
 		}
 	}
 	return nm
+}
+
+// pendingHere asks for the entries of orders (a voucher's, in stream order) pending with this
+// consumer.
+func (c *consumer) pendingHere(voucherID int, orders []order) *redis.XPendingExtArgs {
+	return &redis.XPendingExtArgs{
+		Stream: c.keys.sale(voucherID).Orders, Group: c.opts.group, Consumer: c.opts.name,
+		Start: orders[0].entry, End: orders[len(orders)-1].entry, Count: int64(len(orders)),
+	}
 }
 
 // goneFromStream reports, for each order, whether the stream no longer holds its entry (the

@@ -260,11 +260,16 @@ func (c *consumer) readGroup(ctx context.Context, stream, id string) ([]redis.XS
 	ctx, cancel := context.WithTimeout(ctx, consumerCallTimeout)
 	defer cancel()
 	return redisctx.DoThen(ctx, rdb, func(ctx context.Context) ([]redis.XStream, error) {
-		return rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-			Group: c.opts.group, Consumer: c.opts.name, Streams: []string{stream, id},
-			Count: int64(c.opts.batchSize), Block: -1,
-		}).Result()
+		return rdb.XReadGroup(ctx, c.readArgs(stream, id)).Result()
 	}, func(streams []redis.XStream, _ error) { c.orphaned(stream, streams) })
+}
+
+// readArgs reads a batch of stream's entries for this consumer from id on, without blocking.
+func (c *consumer) readArgs(stream, id string) *redis.XReadGroupArgs {
+	return &redis.XReadGroupArgs{
+		Group: c.opts.group, Consumer: c.opts.name, Streams: []string{stream, id},
+		Count: int64(c.opts.batchSize), Block: -1,
+	}
 }
 
 // orphaned notes that a read or claim given up on delivered entries to this consumer.

@@ -84,7 +84,7 @@ func (s *sqlStore) holdVoucher(ctx context.Context, voucherID int) (held orderSt
 	if err != nil {
 		return nil, nil, fmt.Errorf("seckill: locking voucher %d: %w", voucherID, err)
 	}
-	if err := s.lockRow(ctx, tx.Client(), voucherID); err != nil {
+	if err := s.lockRows(ctx, tx.Client(), voucherID); err != nil {
 		_ = tx.Rollback()
 		return nil, nil, fmt.Errorf("seckill: locking voucher %d: %w", voucherID, err)
 	}
@@ -93,10 +93,11 @@ func (s *sqlStore) holdVoucher(ctx context.Context, voucherID int) (held orderSt
 	return &onLock, func() { _ = tx.Rollback() }, nil
 }
 
-// lockRow takes the voucher row's lock in c's transaction, until it ends (row locks only).
-func (s *sqlStore) lockRow(ctx context.Context, c *ent.Client, voucherID int) error {
+// lockRows takes the vouchers' row locks in c's transaction, until it ends (row locks only),
+// in id order: two transactions locking several rows then never wait on each other in a cycle.
+func (s *sqlStore) lockRows(ctx context.Context, c *ent.Client, voucherIDs ...int) error {
 	query, args := sql.Dialect(s.dialect.name).Select(voucher.FieldID).From(sql.Table(voucher.Table)).
-		Where(sql.EQ(voucher.FieldID, voucherID)).ForUpdate().Query()
+		Where(sql.InInts(voucher.FieldID, voucherIDs...)).OrderBy(voucher.FieldID).ForUpdate().Query()
 	rows, err := c.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err
@@ -115,7 +116,7 @@ func (s *sqlStore) inVoucherTx(ctx context.Context, voucherID int, fn func(c *en
 		// The voucher's row lock first: the insert's foreign-key check would otherwise take a
 		// shared lock on the row that the stock update must upgrade, and two transactions
 		// doing that (another consumer, a rebuild's SELECT ... FOR UPDATE) deadlock.
-		if err := s.lockRow(ctx, tx.Client(), voucherID); err != nil {
+		if err := s.lockRows(ctx, tx.Client(), voucherID); err != nil {
 			_ = tx.Rollback()
 			return err
 		}
@@ -165,25 +166,10 @@ func (s *sqlStore) writeGang(ctx context.Context, batches []gangBatch, mine func
 	}
 	defer func() { _ = tx.Rollback() }() // a no-op after the commit
 	c := tx.Client()
-	lock, args := sql.Dialect(s.dialect.name).Select(voucher.FieldID).From(sql.Table(voucher.Table)).
-		Where(sql.InInts(voucher.FieldID, ids...)).OrderBy(voucher.FieldID).ForUpdate().Query()
-	rows, err := c.QueryContext(ctx, lock, args...)
-	if err != nil {
+	if err := s.lockRows(ctx, c, ids...); err != nil {
 		return nil, err
 	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	now := time.Now().UTC()
-	insert := sql.Dialect(s.dialect.name).Insert(seckillorder.Table).Columns(
-		seckillorder.FieldID, seckillorder.FieldCreatedAt, seckillorder.FieldUpdatedAt, seckillorder.FieldUserID,
-		seckillorder.FieldVoucherID, seckillorder.FieldStatus, seckillorder.FieldSlot)
-	for _, b := range batches {
-		for _, o := range b.orders {
-			insert.Values(o.id, o.at, now, o.user, b.voucherID, string(seckillorder.StatusCREATED), true)
-		}
-	}
-	inserted, err := s.execCounting(ctx, c, insert.OnConflict(sql.DoNothing()))
+	inserted, err := s.insertBatches(ctx, c, batches, seckillorder.StatusCREATED)
 	if err != nil {
 		return nil, err
 	}
@@ -191,6 +177,7 @@ func (s *sqlStore) writeGang(ctx context.Context, batches []gangBatch, mine func
 		return nil, errGangSplit
 	}
 	// stock = stock - n per voucher, only where stock >= n: every row or none.
+	now := time.Now().UTC()
 	var by strings.Builder
 	var byArgs []any
 	for _, id := range ids {
@@ -296,6 +283,11 @@ func takeStock(ctx context.Context, c *ent.Client, voucherID, n int) error {
 // Only duplicate keys are skipped (INSERT IGNORE would also swallow foreign-key and data
 // errors); on MySQL a duplicate's no-op update counts 0 affected rows.
 func (s *sqlStore) insertOrders(ctx context.Context, c *ent.Client, voucherID int, orders []order, status seckillorder.Status) (int, error) {
+	return s.insertBatches(ctx, c, []gangBatch{{voucherID: voucherID, orders: orders}}, status)
+}
+
+// insertBatches is insertOrders for the orders of several vouchers, in one statement.
+func (s *sqlStore) insertBatches(ctx context.Context, c *ent.Client, batches []gangBatch, status seckillorder.Status) (int, error) {
 	var slot any // NULL: a FAILED or LOST order leaves the user's slot free
 	if !givenUp(status) {
 		slot = true
@@ -304,8 +296,10 @@ func (s *sqlStore) insertOrders(ctx context.Context, c *ent.Client, voucherID in
 	insert := sql.Dialect(s.dialect.name).Insert(seckillorder.Table).Columns(
 		seckillorder.FieldID, seckillorder.FieldCreatedAt, seckillorder.FieldUpdatedAt, seckillorder.FieldUserID,
 		seckillorder.FieldVoucherID, seckillorder.FieldStatus, seckillorder.FieldSlot)
-	for _, o := range orders {
-		insert.Values(o.id, o.at, now, o.user, voucherID, string(status), slot)
+	for _, b := range batches {
+		for _, o := range b.orders {
+			insert.Values(o.id, o.at, now, o.user, b.voucherID, string(status), slot)
+		}
 	}
 	return s.execCounting(ctx, c, insert.OnConflict(sql.DoNothing()))
 }
