@@ -104,6 +104,7 @@ func serve(args []string, log *slog.Logger) error {
 	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	defer app.TuneGC(cfg, log)()
 
 	a, err := app.New(ctx, cfg, app.Options{Logger: log})
 	if err != nil {

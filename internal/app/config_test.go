@@ -127,11 +127,18 @@ func TestParseConfigPools(t *testing.T) {
 	if c.MySQLMaxConns != store.DefaultMaxConns || c.RedisPoolSize != 0 {
 		t.Fatalf("pool defaults: mysql %d, redis %d", c.MySQLMaxConns, c.RedisPoolSize)
 	}
+	gc := c
 	c, err = ParseConfig([]string{"-redis-pool-size", "50"}, envOf(map[string]string{"SURGE_MYSQL_MAX_CONNS": "12", "SURGE_REDIS_POOL_SIZE": "7"}))
 	if err != nil || c.MySQLMaxConns != 12 || c.RedisPoolSize != 50 {
 		t.Fatalf("pools from env and flags: mysql %d, redis %d, %v", c.MySQLMaxConns, c.RedisPoolSize, err)
 	}
-	for _, bad := range []map[string]string{{"SURGE_MYSQL_MAX_CONNS": "0"}, {"SURGE_REDIS_POOL_SIZE": "-1"}} {
+	if gc.GCMinHeapMB != 64 {
+		t.Fatalf("gc floor default %d MiB", gc.GCMinHeapMB)
+	}
+	if c, err = ParseConfig(nil, envOf(map[string]string{"SURGE_GC_MIN_HEAP_MB": "0"})); err != nil || c.GCMinHeapMB != 0 {
+		t.Fatalf("gc floor off: %d, %v", c.GCMinHeapMB, err)
+	}
+	for _, bad := range []map[string]string{{"SURGE_MYSQL_MAX_CONNS": "0"}, {"SURGE_REDIS_POOL_SIZE": "-1"}, {"SURGE_GC_MIN_HEAP_MB": "-1"}, {"SURGE_GC_MIN_HEAP_MB": "64MiB"}} {
 		if _, err := ParseConfig(nil, envOf(bad)); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

@@ -150,7 +150,9 @@ func drainFlags(args []string, out *output) (app.Config, int, time.Duration, err
 func (d *drain) open() (closeAll func(), err error) {
 	d.cfg.Mode, d.cfg.Seed, d.cfg.SeckillConsumer = "production", false, false
 	log := slog.New(slog.NewTextHandler(d.out.errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	stopGC := app.TuneGC(d.cfg, log) // as `surge serve` runs it
 	if d.app, err = app.New(d.ctx, d.cfg, app.Options{Logger: log}); err != nil {
+		stopGC()
 		return nil, err
 	}
 	so := d.app.SeckillOptions()
@@ -158,11 +160,12 @@ func (d *drain) open() (closeAll func(), err error) {
 	so.Logger = log
 	if d.svc, err = seckill.New(d.app.DB.Ent, d.app.Redis, so); err != nil {
 		d.app.Close()
+		stopGC()
 		return nil, err
 	}
 	d.res.Batch = 500 // seckill.Options' default BatchSize
 	d.out.printf("drain: %d orders, Redis %s, MySQL, batch %d\n", d.n, d.res.Redis, d.res.Batch)
-	return func() { d.svc.Close(); d.app.Close() }, nil
+	return func() { d.svc.Close(); d.app.Close(); stopGC() }, nil
 }
 
 // cleanup deletes what the run created: the voucher's Redis keys and lock, its orders, the

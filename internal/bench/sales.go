@@ -149,6 +149,7 @@ func runSales(ctx context.Context, args []string, out *output) error {
 	began := time.Now()
 	cfg.Seed, cfg.SeckillRate, cfg.SeckillConsumer = false, -1, false
 	log := slog.New(slog.NewTextHandler(out.errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	defer app.TuneGC(cfg, log)() // as `surge serve` runs it
 	apps := make([]*app.App, o.servers)
 	for i := range apps {
 		if apps[i], err = app.New(ctx, cfg, app.Options{Logger: log, CodeSender: quietSender{}}); err != nil {

@@ -120,6 +120,7 @@ type inprocess struct {
 	stopCons context.CancelFunc
 	consDone chan struct{}
 	buckets  int // stock buckets of the vouchers it creates (0: the default)
+	stopGC   func()
 }
 
 func newInprocess(ctx context.Context, cfg app.Config, o seckillOpts, out *output) (*inprocess, error) {
@@ -141,6 +142,7 @@ func newInprocess(ctx context.Context, cfg app.Config, o seckillOpts, out *outpu
 	}
 	t.cfg = cfg
 	log := slog.New(slog.NewTextHandler(out.errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	t.stopGC = app.TuneGC(cfg, log) // as `surge serve` runs it
 	a, err := app.New(ctx, cfg, app.Options{Logger: log, CodeSender: quietSender{}})
 	if err != nil {
 		t.close()
@@ -250,6 +252,9 @@ func (t *inprocess) close() {
 	}
 	if t.tmp != "" {
 		_ = os.RemoveAll(t.tmp)
+	}
+	if t.stopGC != nil {
+		t.stopGC()
 	}
 }
 

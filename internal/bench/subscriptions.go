@@ -163,6 +163,7 @@ func runSubscriptions(ctx context.Context, args []string, out *output) error {
 	cfg.Mode, cfg.Seed, cfg.SeckillRate, cfg.SeckillConsumer = "dev", false, -1, false
 	cfg.WSMaxConnectionsPerIP = conns + 10
 	log := slog.New(slog.NewTextHandler(out.errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	defer app.TuneGC(cfg, log)() // as `surge serve` runs it
 	a, err := app.New(ctx, cfg, app.Options{Logger: log, CodeSender: quietSender{}})
 	if err != nil {
 		return err
