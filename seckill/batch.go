@@ -14,10 +14,14 @@ import (
 
 // Concurrent grabs share admission-script calls: whatever grabs are waiting when a batcher
 // worker becomes free go out together, one script call per voucher (up to perCall users) and
-// all calls in one pipeline. A grab that arrives while a worker is idle goes out at once, so
-// nothing waits at low load; under load a script run admits many users and Redis pays its
+// all calls in one pipeline. Under load a script run admits many users and Redis pays its
 // per-call costs (the read and write of the request, the script's setup, the voucher's meta
 // and stock) once per batch instead of once per grab.
+//
+// A grab that finds no other grab running on its own goes out at once from the caller's
+// goroutine (the inline slot), as an unbatched call would: no hand-off to a worker and back,
+// each of which is a wait in the scheduler's run queue when the CPUs are busy. Grabs that
+// arrive while it runs go to the workers as before.
 const (
 	perFlush = 1024 // grabs one worker sends at once
 	perCall  = 128  // grabs in one script call: bounds how long one run blocks Redis
@@ -44,7 +48,9 @@ type batcher struct {
 	once    sync.Once
 	wg      sync.WaitGroup
 	timeout time.Duration
+	inline  atomic.Bool  // a grab is being sent from its caller's goroutine
 	calls   atomic.Int64 // script calls sent (for tests)
+	inlined atomic.Int64 // of which from the caller's goroutine (for tests)
 }
 
 func newBatcher(rdb redis.UniversalClient, keys keyspace, clock func() time.Time, workers int) *batcher {
@@ -62,10 +68,16 @@ func (b *batcher) close() {
 	b.wg.Wait()
 }
 
-// admit sends one grab with the next batch and waits for its reply or ctx's end.
+// admit sends one grab, on its own if the inline slot is free, else with the next batch, and
+// waits for its reply or ctx's end.
 func (b *batcher) admit(ctx context.Context, voucherID int, req lua.GrabRequest) (lua.GrabReply, error) {
 	if err := ctx.Err(); err != nil {
 		return lua.GrabReply{}, err
+	}
+	if b.inline.CompareAndSwap(false, true) {
+		r, err := b.admitNow(ctx, voucherID, req)
+		b.inline.Store(false)
+		return r, err
 	}
 	c := &grabCall{voucher: voucherID, user: req.User, order: req.Order, done: make(chan struct{})}
 	select {
@@ -81,6 +93,23 @@ func (b *batcher) admit(ctx context.Context, voucherID int, req lua.GrabRequest)
 	case <-ctx.Done():
 		return lua.GrabReply{}, ctx.Err()
 	}
+}
+
+// admitNow sends one grab from the caller's goroutine, bounded by ctx and the batch timeout.
+// As for a batched grab whose caller gave up, a grab cut off by ctx may have been admitted.
+func (b *batcher) admitNow(ctx context.Context, voucherID int, req lua.GrabRequest) (lua.GrabReply, error) {
+	call, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	b.calls.Add(1)
+	b.inlined.Add(1)
+	r, err := lua.Grab(call, b.rdb, b.keys.script(voucherID), b.clock(), []lua.GrabRequest{req})
+	if err != nil {
+		if ctx.Err() != nil {
+			return lua.GrabReply{}, ctx.Err() // the caller's end, as a batched grab reports it
+		}
+		return lua.GrabReply{}, err
+	}
+	return r[0], nil
 }
 
 func (b *batcher) work() {

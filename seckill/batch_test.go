@@ -111,10 +111,46 @@ func TestConcurrentGrabsShareScriptCalls(t *testing.T) {
 				t.Errorf("voucher %d admitted %d, want %d", v, admitted[v], stock)
 			}
 		}
-		if calls := seckill.AdmissionCalls(s); calls >= 3*users {
-			t.Errorf("%d script calls for %d grabs: no batching", calls, 3*users)
+		calls, inlined := seckill.AdmissionCalls(s), seckill.AdmissionInlined(s)
+		if calls >= 3*users || calls == inlined {
+			t.Errorf("%d script calls (%d from the grabbing goroutine) for %d grabs: no batching", calls, inlined, 3*users)
 		} else {
-			t.Logf("%d script calls for %d grabs", calls, 3*users)
+			t.Logf("%d script calls (%d from the grabbing goroutine) for %d grabs", calls, inlined, 3*users)
+		}
+	})
+}
+
+// TestLoneGrabsGoOutFromTheirGoroutine: a grab that meets no other grab in flight is sent from
+// its own goroutine, one script call, and answered as a batched grab is.
+func TestLoneGrabsGoOutFromTheirGoroutine(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		e := newEnv(t, rdb)
+		ctx := context.Background()
+		s := e.service(seckill.Options{})
+		v := e.onSale(s, 3)
+		ids := e.users(5)
+		admitted := 0
+		for _, u := range append(ids, ids[0]) {
+			a, err := s.Grab(ctx, u, v)
+			switch {
+			case err == nil:
+				admitted++
+				if got := rdb.HGet(ctx, seckill.KeysOf(e.prefix, v).Buyers, strconv.Itoa(u)).Val(); got != strconv.FormatInt(a.OrderID, 10) {
+					t.Errorf("user %d was told order %d, Redis has %q", u, a.OrderID, got)
+				}
+			case u == ids[0] && admitted == 3:
+				if !errors.Is(err, seckill.ErrAlreadyPurchased) {
+					t.Errorf("first user again: %v, want ErrAlreadyPurchased", err)
+				}
+			case !errors.Is(err, seckill.ErrSoldOut):
+				t.Errorf("user %d: %v", u, err)
+			}
+		}
+		if admitted != 3 {
+			t.Errorf("admitted %d, want the stock 3", admitted)
+		}
+		if calls, inlined := seckill.AdmissionCalls(s), seckill.AdmissionInlined(s); calls != 6 || inlined != 6 {
+			t.Errorf("%d script calls, %d from the grabbing goroutine, for 6 grabs one after another: want 6 and 6", calls, inlined)
 		}
 	})
 }

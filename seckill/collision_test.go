@@ -227,6 +227,10 @@ func TestBatchInFlightWhenRedisLosesIt(t *testing.T) {
 			t.Fatalf("user %d, order %d lost with Redis: %+v %v, want FAILED", x.user, x.order, o, err)
 		}
 	}
+	// The consumer counts them once their rows are committed, a moment after the rows show.
+	e.waitFor("the lost orders are counted", 5*time.Second, func() bool {
+		return counter(t, reg, "surge_seckill_orders_lost_total") >= float64(len(users))
+	})
 	if got := counter(t, reg, "surge_seckill_orders_lost_total"); got != float64(len(users)) {
 		t.Fatalf("lost orders counted: %v, want %d", got, len(users))
 	}

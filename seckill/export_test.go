@@ -3,6 +3,9 @@ package seckill
 // AdmissionCalls is how many admission-script calls s's batcher has sent.
 func AdmissionCalls(s *Service) int64 { return s.admission.batch.calls.Load() }
 
+// AdmissionInlined is how many of them were sent from the grabbing goroutine.
+func AdmissionInlined(s *Service) int64 { return s.admission.batch.inlined.Load() }
+
 // SetBackgroundStartHook makes hook run between a background warm's closed check and its start,
 // until restore is called.
 func SetBackgroundStartHook(hook func()) (restore func()) {

@@ -3,6 +3,10 @@
 // arrives while a worker is idle is sent at once, so nothing waits at low load; under load
 // the pipelines grow with the queue, and Redis answers many commands per read and write
 // instead of one (what makes redis-benchmark -P 16 several times faster than -P 1).
+//
+// A call that finds no other call running on its own goes out from the caller's goroutine
+// (the inline slot), without a hand-off to a worker and back: each hand-off is a wait in the
+// scheduler's run queue when the CPUs are busy, which is where a request's tail grows.
 package autopipe
 
 import (
@@ -13,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/surgekit/surge/redisctx"
 )
 
 // ErrClosed is returned by Do after Close.
@@ -27,7 +33,9 @@ type Pipeliner struct {
 	quit    chan struct{}
 	once    sync.Once
 	wg      sync.WaitGroup
+	inline  atomic.Bool  // a call is being sent from its caller's goroutine
 	flushes atomic.Int64 // pipelines sent (for tests)
+	inlined atomic.Int64 // of which from the caller's goroutine (for tests)
 }
 
 type call struct {
@@ -53,11 +61,19 @@ func New(rdb redis.UniversalClient, workers, max int) *Pipeliner {
 }
 
 // Do has add queue its commands on a pipeline shared with concurrent callers and returns once
-// that pipeline has run; the commands' results are then in the Cmds add created. Commands run
-// with a context of their own (bounded by a timeout), not ctx: if ctx ends first, Do returns
-// ctx's error but commands already sent still take effect.
+// that pipeline has run; the commands' results are then in the Cmds add created. Batched
+// commands run with a context of their own (bounded by a timeout), not ctx: if ctx ends
+// first, Do returns ctx's error but commands already sent still take effect. A call sent from
+// the caller's goroutine (the inline slot was free) is bounded by ctx as well, and returns at
+// its end whether the client honours deadlines or not (redisctx); its commands may then have
+// taken effect or not.
 func (p *Pipeliner) Do(ctx context.Context, add func(p redis.Pipeliner)) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.inline.CompareAndSwap(false, true) {
+		err := p.doNow(ctx, add)
+		p.inline.Store(false)
 		return err
 	}
 	c := &call{add: add, done: make(chan struct{})}
@@ -74,6 +90,30 @@ func (p *Pipeliner) Do(ctx context.Context, add func(p redis.Pipeliner)) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// doNow sends add's commands from the caller's goroutine, alone in a pipeline.
+func (p *Pipeliner) doNow(ctx context.Context, add func(p redis.Pipeliner)) error {
+	select {
+	case <-p.quit:
+		return ErrClosed
+	default:
+	}
+	call, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	p.flushes.Add(1)
+	p.inlined.Add(1)
+	err := redisctx.Err(call, p.rdb, func(call context.Context) error {
+		pipe := p.rdb.Pipeline()
+		add(pipe)
+		// Errors are in the commands.
+		_, _ = pipe.Exec(call)
+		return nil
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 func (p *Pipeliner) work() {
