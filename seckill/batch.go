@@ -18,10 +18,11 @@ import (
 // per-call costs (the read and write of the request, the script's setup, the voucher's meta
 // and stock) once per batch instead of once per grab.
 //
-// A grab that finds no other grab running on its own goes out at once from the caller's
-// goroutine (the inline slot), as an unbatched call would: no hand-off to a worker and back,
-// each of which is a wait in the scheduler's run queue when the CPUs are busy. Grabs that
-// arrive while it runs go to the workers as before.
+// A grab that finds no other grab in flight (no batch, no grab on its own) goes out at once
+// from the caller's goroutine (the inline slot), as an unbatched call would: no hand-off to a
+// worker and back, each of which is a wait in the scheduler's run queue when the CPUs are
+// busy. Grabs that arrive meanwhile go to the workers as before, so under load grabs still
+// share script calls.
 const (
 	perFlush = 1024 // grabs one worker sends at once
 	perCall  = 128  // grabs in one script call: bounds how long one run blocks Redis
@@ -49,6 +50,7 @@ type batcher struct {
 	wg      sync.WaitGroup
 	timeout time.Duration
 	inline  atomic.Bool  // a grab is being sent from its caller's goroutine
+	busy    atomic.Int32 // workers sending a batch
 	calls   atomic.Int64 // script calls sent (for tests)
 	inlined atomic.Int64 // of which from the caller's goroutine (for tests)
 }
@@ -74,7 +76,7 @@ func (b *batcher) admit(ctx context.Context, voucherID int, req lua.GrabRequest)
 	if err := ctx.Err(); err != nil {
 		return lua.GrabReply{}, err
 	}
-	if b.inline.CompareAndSwap(false, true) {
+	if b.busy.Load() == 0 && b.inline.CompareAndSwap(false, true) {
 		r, err := b.admitNow(ctx, voucherID, req)
 		b.inline.Store(false)
 		return r, err
@@ -133,6 +135,8 @@ type scriptCall struct {
 }
 
 func (b *batcher) flush(batch []*grabCall) {
+	b.busy.Add(1)
+	defer b.busy.Add(-1)
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
 	now := b.clock()

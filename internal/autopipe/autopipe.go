@@ -4,9 +4,10 @@
 // the pipelines grow with the queue, and Redis answers many commands per read and write
 // instead of one (what makes redis-benchmark -P 16 several times faster than -P 1).
 //
-// A call that finds no other call running on its own goes out from the caller's goroutine
-// (the inline slot), without a hand-off to a worker and back: each hand-off is a wait in the
-// scheduler's run queue when the CPUs are busy, which is where a request's tail grows.
+// A call that finds no other call in flight (no pipeline, no call on its own) goes out from
+// the caller's goroutine (the inline slot), without a hand-off to a worker and back: each
+// hand-off is a wait in the scheduler's run queue when the CPUs are busy, which is where a
+// request's tail grows. Calls that arrive meanwhile go to the workers, and are batched.
 package autopipe
 
 import (
@@ -34,6 +35,7 @@ type Pipeliner struct {
 	once    sync.Once
 	wg      sync.WaitGroup
 	inline  atomic.Bool  // a call is being sent from its caller's goroutine
+	busy    atomic.Int32 // workers sending a pipeline
 	flushes atomic.Int64 // pipelines sent (for tests)
 	inlined atomic.Int64 // of which from the caller's goroutine (for tests)
 }
@@ -64,14 +66,14 @@ func New(rdb redis.UniversalClient, workers, max int) *Pipeliner {
 // that pipeline has run; the commands' results are then in the Cmds add created. Batched
 // commands run with a context of their own (bounded by a timeout), not ctx: if ctx ends
 // first, Do returns ctx's error but commands already sent still take effect. A call sent from
-// the caller's goroutine (the inline slot was free) is bounded by ctx as well, and returns at
+// the caller's goroutine (nothing else was in flight) is bounded by ctx as well, and returns at
 // its end whether the client honours deadlines or not (redisctx); its commands may then have
 // taken effect or not.
 func (p *Pipeliner) Do(ctx context.Context, add func(p redis.Pipeliner)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if p.inline.CompareAndSwap(false, true) {
+	if p.busy.Load() == 0 && p.inline.CompareAndSwap(false, true) {
 		err := p.doNow(ctx, add)
 		p.inline.Store(false)
 		return err
@@ -150,6 +152,8 @@ func Gather[T any](reqs <-chan T, quit <-chan struct{}, buf []T) (batch []T, ok 
 }
 
 func (p *Pipeliner) flush(batch []*call) {
+	p.busy.Add(1)
+	defer p.busy.Add(-1)
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	defer cancel()
 	p.flushes.Add(1)
