@@ -103,11 +103,7 @@ func (a *admission) grab(ctx context.Context, userID, voucherID int) (Admission,
 func (a *admission) admit(ctx context.Context, voucherID, userID int, orderID int64) (lua.GrabReply, error) {
 	req := lua.GrabRequest{User: userID, Order: orderID}
 	if a.batch == nil {
-		r, err := lua.Grab(ctx, a.rdb, a.keys.script(voucherID), a.opts.clock(), []lua.GrabRequest{req})
-		if err != nil {
-			return lua.GrabReply{}, err
-		}
-		return r[0], nil
+		return grabAlone(ctx, a.rdb, a.keys.script(voucherID), a.opts.clock(), req)
 	}
 	return a.batch.admit(ctx, voucherID, req)
 }

@@ -49,10 +49,8 @@ type batcher struct {
 	once    sync.Once
 	wg      sync.WaitGroup
 	timeout time.Duration
-	inline  atomic.Bool  // a grab is being sent from its caller's goroutine
-	busy    atomic.Int32 // workers sending a batch
+	inline  autopipe.Inline
 	calls   atomic.Int64 // script calls sent (for tests)
-	inlined atomic.Int64 // of which from the caller's goroutine (for tests)
 }
 
 func newBatcher(rdb redis.UniversalClient, keys keyspace, clock func() time.Time, workers int) *batcher {
@@ -76,10 +74,9 @@ func (b *batcher) admit(ctx context.Context, voucherID int, req lua.GrabRequest)
 	if err := ctx.Err(); err != nil {
 		return lua.GrabReply{}, err
 	}
-	if b.busy.Load() == 0 && b.inline.CompareAndSwap(false, true) {
-		r, err := b.admitNow(ctx, voucherID, req)
-		b.inline.Store(false)
-		return r, err
+	if b.inline.Take() {
+		defer b.inline.Release()
+		return b.admitNow(ctx, voucherID, req)
 	}
 	c := &grabCall{voucher: voucherID, user: req.User, order: req.Order, done: make(chan struct{})}
 	select {
@@ -100,15 +97,25 @@ func (b *batcher) admit(ctx context.Context, voucherID int, req lua.GrabRequest)
 // admitNow sends one grab from the caller's goroutine, bounded by ctx and the batch timeout.
 // As for a batched grab whose caller gave up, a grab cut off by ctx may have been admitted.
 func (b *batcher) admitNow(ctx context.Context, voucherID int, req lua.GrabRequest) (lua.GrabReply, error) {
-	call, cancel := context.WithTimeout(ctx, b.timeout)
+	select {
+	case <-b.quit:
+		return lua.GrabReply{}, ErrClosed // as the batched path answers after close
+	default:
+	}
+	callCtx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	b.calls.Add(1)
-	b.inlined.Add(1)
-	r, err := lua.Grab(call, b.rdb, b.keys.script(voucherID), b.clock(), []lua.GrabRequest{req})
+	r, err := grabAlone(callCtx, b.rdb, b.keys.script(voucherID), b.clock(), req)
+	if err != nil && ctx.Err() != nil {
+		return lua.GrabReply{}, ctx.Err() // the caller's end, as a batched grab reports it
+	}
+	return r, err
+}
+
+// grabAlone runs the admission script for one grab, in a call of its own.
+func grabAlone(ctx context.Context, rdb redis.Scripter, keys lua.SeckillKeys, now time.Time, req lua.GrabRequest) (lua.GrabReply, error) {
+	r, err := lua.Grab(ctx, rdb, keys, now, []lua.GrabRequest{req})
 	if err != nil {
-		if ctx.Err() != nil {
-			return lua.GrabReply{}, ctx.Err() // the caller's end, as a batched grab reports it
-		}
 		return lua.GrabReply{}, err
 	}
 	return r[0], nil
@@ -135,8 +142,8 @@ type scriptCall struct {
 }
 
 func (b *batcher) flush(batch []*grabCall) {
-	b.busy.Add(1)
-	defer b.busy.Add(-1)
+	b.inline.Flushing()
+	defer b.inline.Flushed()
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
 	now := b.clock()

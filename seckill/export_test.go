@@ -4,7 +4,7 @@ package seckill
 func AdmissionCalls(s *Service) int64 { return s.admission.batch.calls.Load() }
 
 // AdmissionInlined is how many of them were sent from the grabbing goroutine.
-func AdmissionInlined(s *Service) int64 { return s.admission.batch.inlined.Load() }
+func AdmissionInlined(s *Service) int64 { return s.admission.batch.inline.Count() }
 
 // SetBackgroundStartHook makes hook run between a background warm's closed check and its start,
 // until restore is called.

@@ -34,10 +34,8 @@ type Pipeliner struct {
 	quit    chan struct{}
 	once    sync.Once
 	wg      sync.WaitGroup
-	inline  atomic.Bool  // a call is being sent from its caller's goroutine
-	busy    atomic.Int32 // workers sending a pipeline
+	inline  Inline
 	flushes atomic.Int64 // pipelines sent (for tests)
-	inlined atomic.Int64 // of which from the caller's goroutine (for tests)
 }
 
 type call struct {
@@ -73,10 +71,9 @@ func (p *Pipeliner) Do(ctx context.Context, add func(p redis.Pipeliner)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if p.busy.Load() == 0 && p.inline.CompareAndSwap(false, true) {
-		err := p.doNow(ctx, add)
-		p.inline.Store(false)
-		return err
+	if p.inline.Take() {
+		defer p.inline.Release()
+		return p.doNow(ctx, add)
 	}
 	c := &call{add: add, done: make(chan struct{})}
 	select {
@@ -101,15 +98,14 @@ func (p *Pipeliner) doNow(ctx context.Context, add func(p redis.Pipeliner)) erro
 		return ErrClosed
 	default:
 	}
-	call, cancel := context.WithTimeout(ctx, p.timeout)
+	callCtx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	p.flushes.Add(1)
-	p.inlined.Add(1)
-	err := redisctx.Err(call, p.rdb, func(call context.Context) error {
+	err := redisctx.Err(callCtx, p.rdb, func(callCtx context.Context) error {
 		pipe := p.rdb.Pipeline()
 		add(pipe)
 		// Errors are in the commands.
-		_, _ = pipe.Exec(call)
+		_, _ = pipe.Exec(callCtx)
 		return nil
 	})
 	if ctx.Err() != nil {
@@ -151,9 +147,39 @@ func Gather[T any](reqs <-chan T, quit <-chan struct{}, buf []T) (batch []T, ok 
 	return batch, true
 }
 
+// Inline is this package's rule for sending a call from its caller's goroutine, for other
+// batchers too: Take succeeds only while no batch is being sent (Flushing to Flushed) and no other call
+// holds the slot; the caller then sends its call alone and calls Release.
+type Inline struct {
+	taken atomic.Bool
+	busy  atomic.Int32 // batches being sent
+	count atomic.Int64 // calls sent inline (for tests)
+}
+
+// Take reports whether the caller may send its call now, from its own goroutine.
+func (in *Inline) Take() bool {
+	if in.busy.Load() == 0 && in.taken.CompareAndSwap(false, true) {
+		in.count.Add(1)
+		return true
+	}
+	return false
+}
+
+// Release frees the slot Take gave.
+func (in *Inline) Release() { in.taken.Store(false) }
+
+// Flushing marks a batch being sent, until Flushed.
+func (in *Inline) Flushing() { in.busy.Add(1) }
+
+// Flushed ends what Flushing began.
+func (in *Inline) Flushed() { in.busy.Add(-1) }
+
+// Count is how many calls Take let go out inline.
+func (in *Inline) Count() int64 { return in.count.Load() }
+
 func (p *Pipeliner) flush(batch []*call) {
-	p.busy.Add(1)
-	defer p.busy.Add(-1)
+	p.inline.Flushing()
+	defer p.inline.Flushed()
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	defer cancel()
 	p.flushes.Add(1)

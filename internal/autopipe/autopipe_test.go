@@ -43,7 +43,7 @@ func TestConcurrentCallsShareRoundTrips(t *testing.T) {
 			}
 			seen[v] = true
 		}
-		if f, in := p.flushes.Load(), p.inlined.Load(); f >= n || f == in {
+		if f, in := p.flushes.Load(), p.inline.Count(); f >= n || f == in {
 			t.Fatalf("%d calls took %d round trips (%d from the caller's goroutine): nothing was batched", n, f, in)
 		} else {
 			t.Logf("%d calls in %d pipelines (%d from the caller's goroutine)", n, f, in)
@@ -79,7 +79,7 @@ func TestLoneCallsGoOutFromTheirGoroutine(t *testing.T) {
 				t.Fatalf("call %d: %d, %v", i, cmd.Val(), err)
 			}
 		}
-		if f, in := p.flushes.Load(), p.inlined.Load(); f != 5 || in != 5 {
+		if f, in := p.flushes.Load(), p.inline.Count(); f != 5 || in != 5 {
 			t.Fatalf("5 calls one after another: %d pipelines, %d from the caller's goroutine; want 5 and 5", f, in)
 		}
 	})
@@ -120,7 +120,7 @@ func TestFrozenRedisCallsEndAtTheirDeadline(t *testing.T) {
 			t.Errorf("frozen Redis: %v, want the deadline", err)
 		}
 	}
-	if in := p.inlined.Load(); in < 2 {
+	if in := p.inline.Count(); in < 2 {
 		t.Errorf("%d calls from the caller's goroutine, want the first and at least one on the frozen Redis", in)
 	}
 }

@@ -37,6 +37,9 @@ func Start(floor uint64, base int) (stop func()) {
 		return func() {}
 	}
 	t := &tuner{floor: floor, base: base, last: -1}
+	for i, name := range sampleNames {
+		t.samples[i].Name = name
+	}
 	t.adjust()
 	t.arm()
 	var once sync.Once
@@ -83,9 +86,6 @@ func (t *tuner) adjust() {
 		return
 	}
 	var v [len(sampleNames)]uint64
-	for i := range t.samples {
-		t.samples[i].Name = sampleNames[i]
-	}
 	metrics.Read(t.samples[:])
 	for i, s := range t.samples {
 		if s.Value.Kind() != metrics.KindUint64 {
