@@ -69,11 +69,13 @@ func refusalOf(o lua.GrabOutcome) error {
 
 // outcome names a grab's result in the surge_seckill_grabs_total metric.
 func outcome(err error) string {
-	var r *Refusal
-	switch {
-	case err == nil:
+	if err == nil {
 		return lua.GrabAdmitted.String()
-	case errors.As(err, &r):
+	}
+	if r, ok := err.(*Refusal); ok { // the usual case, without errors.As's allocation
+		return r.reason
+	}
+	if r := (*Refusal)(nil); errors.As(err, &r) {
 		return r.reason
 	}
 	return "error"

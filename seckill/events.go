@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/ent/seckillorder"
+	"github.com/surgekit/surge/internal/wait"
 )
 
 // Change events: the code paths that change an order (persisted → CREATED, dead-lettered →
@@ -158,7 +159,13 @@ func (e *events) signal() {
 }
 
 // publishTimeout bounds one PUBLISH; a message that fails is dropped (readers see the gap).
-const publishTimeout = time.Second
+// publishGap is the least time between two messages: during a surge every grab changes the
+// stock, and without it the publisher would send a message per round trip, each with the same
+// "s <voucher>" events; with it, at most 100 messages a second carry all the changes.
+const (
+	publishTimeout = time.Second
+	publishGap     = 10 * time.Millisecond
+)
 
 func (e *events) run(ctx context.Context) {
 	defer close(e.done)
@@ -179,19 +186,12 @@ func (e *events) run(ctx context.Context) {
 			e.dropped = false
 		}
 		e.seq++
-		var sb strings.Builder
-		fmt.Fprintf(&sb, "%s %d", e.id, e.seq)
-		for _, ev := range e.orders {
-			fmt.Fprintf(&sb, "\no %d %d %d %s", ev.Order, ev.User, ev.Voucher, ev.Status)
-		}
-		for v := range e.stock {
-			fmt.Fprintf(&sb, "\ns %d", v)
-		}
+		msg := e.message()
 		e.orders = e.orders[:0]
 		clear(e.stock)
 		e.mu.Unlock()
 		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
-		err := e.rdb.Publish(pctx, e.channel, sb.String()).Err()
+		err := e.rdb.Publish(pctx, e.channel, msg).Err()
 		cancel()
 		if err != nil {
 			e.drops.Add(1)
@@ -203,7 +203,27 @@ func (e *events) run(ctx context.Context) {
 				e.log.Warn("publishing change events", "err", err)
 			}
 		}
+		if !wait.Sleep(ctx, publishGap) {
+			return
+		}
 	}
+}
+
+// message is the payload of the events queued (e.mu held).
+func (e *events) message() []byte {
+	b := make([]byte, 0, 32+32*len(e.orders)+16*len(e.stock))
+	b = append(b, e.id...)
+	b = strconv.AppendUint(append(b, ' '), e.seq, 10)
+	for _, ev := range e.orders {
+		b = strconv.AppendInt(append(b, "\no "...), ev.Order, 10)
+		b = strconv.AppendInt(append(b, ' '), int64(ev.User), 10)
+		b = strconv.AppendInt(append(b, ' '), int64(ev.Voucher), 10)
+		b = append(append(b, ' '), ev.Status...)
+	}
+	for v := range e.stock {
+		b = strconv.AppendInt(append(b, "\ns "...), int64(v), 10)
+	}
+	return b
 }
 
 func (e *events) close() {

@@ -38,7 +38,7 @@ func ToldRemembered(s *Service) int {
 	defer s.told.mu.Unlock()
 	n := 0
 	for _, v := range s.told.vouchers {
-		n += len(v.orders)
+		n += v.len()
 	}
 	return n
 }

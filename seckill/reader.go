@@ -85,7 +85,7 @@ func (r *reader) turn(vs *voucherState, wants uint8) bool {
 	if wants&wantForget != 0 {
 		r.c.forgetConsumers(r.ctx, vs.id)
 	}
-	for range turnBatches {
+	for i := range turnBatches {
 		streams, err := r.next(vs)
 		if r.ctx.Err() != nil {
 			return false
@@ -93,7 +93,7 @@ func (r *reader) turn(vs *voucherState, wants uint8) bool {
 		if err != nil {
 			return r.afterReadError(vs, err)
 		}
-		if !r.persistRead(vs, streams) {
+		if !r.persistRead(vs, streams, i < turnBatches-1) {
 			// A batch not written for an outage is retried at once: the next turn waits for
 			// the database, or for Redis and backs off.
 			return vs.retryOwn
@@ -183,13 +183,16 @@ func (r *reader) afterReadError(vs *voucherState, err error) bool {
 	}
 }
 
-// persistRead writes what a read returned, prefetching the next batch while a full one is
-// written. True if the batch was full and written: more may wait.
-func (r *reader) persistRead(vs *voucherState, streams []redis.XStream) bool {
+// persistRead writes what a read returned and, with prefetch (the turn has another batch to
+// come), reads the next batch while a full one is written. True if the batch was full and
+// written: more may wait. The last batch of a turn reads nothing ahead: a batch read then
+// would wait pending here for the voucher's next turn, which would read it again from the
+// pending list — along with entries whose acknowledgement is still in flight, written twice.
+func (r *reader) persistRead(vs *voucherState, streams []redis.XStream, prefetch bool) bool {
 	full := false
 	for _, st := range streams {
 		full = len(st.Messages) == r.c.opts.batchSize
-		if full && r.prefetched == nil {
+		if full && prefetch && r.prefetched == nil {
 			r.prefetch(vs)
 		}
 		if r.c.persist(r.ctx, vs.id, st.Messages, r.acks) != noOutage {
