@@ -48,6 +48,10 @@ command exit non-zero with the list. When redis-benchmark is on PATH (and Redis 
 measures redis-benchmark -c 50 running the same admission script on a throwaway voucher of
 this run's prefix right before and right after, and prints our rate as a ratio of it.
 
+-sales N runs N such sales one after another with the same users (a new voucher each, measured,
+drained and checked) and prints each sale's figures and the median ratio: a grab phase of a
+second or so moves by ±15 % from one sale to the next on a shared machine.
+
 The last stdout line is one JSON object with the figures; -report writes an HTML page.
 `
 
@@ -132,6 +136,8 @@ type SeckillResult struct {
 	Ratio         float64      `json:"ratio_vs_redis_benchmark,omitempty"`
 	Verification  Verification `json:"verification"`
 	BucketRuns    []BucketRun  `json:"bucket_runs,omitempty"` // -buckets with a list: one sale per count
+	Sales         []SaleRun    `json:"sales,omitempty"`       // -sales N > 1: every sale (the fields above are the last one's)
+	RatioMedian   float64      `json:"ratio_median,omitempty"`
 	OK            bool         `json:"ok"`
 	Report        string       `json:"report,omitempty"`
 	CPUProfile    string       `json:"cpu_profile,omitempty"`
@@ -149,6 +155,7 @@ type seckillOpts struct {
 	adminPhone, adminToken                         string
 	rate                                           float64
 	buckets                                        []int // stock buckets of each sale (-buckets)
+	sales                                          int   // sales run one after another with the same users
 }
 
 // listFlag is a repeatable, comma-separated string flag.
@@ -190,6 +197,7 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 	fs.StringVar(&o.adminToken, "admin-token", "", "HTTP mode: an admin's session token instead of logging in as -admin-phone (a phone waits 60 s between codes, longer after three)")
 	fs.Float64Var(&o.rate, "rate", -1, "in-process: grabs per second per user (burst twice that); negative: no limit")
 	bucketList := fs.String("buckets", "1", "-inprocess: stock buckets of the voucher (1-64); a list (1,3,6) runs one sale per value with the same users and reports each, with the share of script calls and the CPU of each Redis master")
+	fs.IntVar(&o.sales, "sales", 1, "sales run one after another with the same users (1-20), each measured and checked; the JSON adds each sale's figures and the median ratio")
 	jsonOnly := fs.Bool("json-only", false, "print only the final JSON line")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -227,6 +235,10 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 		return errors.New("bench seckill: -concurrency and -login-concurrency in [1, 10000]")
 	case o.timeout <= 0 || o.drainTimeout <= 0 || o.duration < 0:
 		return errors.New("bench seckill: -timeout and -drain-timeout must be positive, -duration not negative")
+	case o.sales < 1 || o.sales > 20:
+		return errors.New("bench seckill: -sales in [1, 20]")
+	case o.sales > 1 && (len(o.buckets) > 1 || o.buckets[0] != 1):
+		return errors.New("bench seckill: -sales and -buckets both run several sales: give one of them")
 	case o.consumeAfter && !o.inprocess:
 		return errors.New("bench seckill: -consume-after needs -inprocess (the servers run their own consumers)")
 	}
@@ -273,10 +285,52 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 		return runBucketSeries(ctx, tg.(*inprocess), st, o, users, out, res, began) // seckill_buckets.go
 	}
 
+	var ld *load
+	var sales []SaleRun
+	for i := range o.sales {
+		if o.sales > 1 {
+			out.printf("  sale %d of %d\n", i+1, o.sales)
+		}
+		one := *res // the run's facts; the sale's own figures are filled in below
+		var err error
+		if ld, err = runSale(ctx, tg, st, cfg, o, users, out, &one, i == 0); err != nil {
+			return err
+		}
+		sales = append(sales, saleRunOf(one))
+		*res = one
+	}
+	if o.sales > 1 {
+		summarizeSales(res, sales, out)
+	}
+
+	if o.report != "" {
+		if err := writeReport(o.report, res, ld); err != nil {
+			return fmt.Errorf("bench seckill: writing the report: %w", err)
+		}
+		res.Report = o.report
+		out.printf("  report: %s\n", o.report)
+	}
+	res.ElapsedMS = ms(time.Since(began))
+	if err := out.json(res); err != nil {
+		return err
+	}
+	if !res.OK {
+		return fmt.Errorf("bench seckill: %d invariant(s) violated: %s", len(res.Verification.Violations), strings.Join(res.Verification.Violations, "; "))
+	}
+	return nil
+}
+
+// runSale runs one sale for the logged-in users: a new voucher, redis-benchmark before and
+// after (when it can), the grabs, the drain and the checks; res gets its figures. first: the
+// run's first sale (-cpuprofile covers it alone).
+func runSale(ctx context.Context, tg seckillTarget, st *stateAccess, cfg app.Config, o seckillOpts, users []*simUser, out *output, res *SeckillResult, first bool) (*load, error) {
+	if ip, ok := tg.(*inprocess); ok && !o.consumeAfter {
+		ip.startConsumer(ctx) // the last sale's end stopped it
+	}
 	now := time.Now()
 	vid, err := tg.createVoucher(ctx, o.stock, now.Add(-time.Minute), now.Add(o.timeout+time.Hour))
 	if err != nil {
-		return fmt.Errorf("bench seckill: creating the voucher: %w", err)
+		return nil, fmt.Errorf("bench seckill: creating the voucher: %w", err)
 	}
 	res.VoucherID = vid
 	out.printf("  voucher %d created (stock %d)\n", vid, o.stock)
@@ -311,14 +365,14 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 	}
 
 	var stopProfile func()
-	if o.cpuprofile != "" {
+	if o.cpuprofile != "" && first {
 		f, err := os.Create(o.cpuprofile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
 			f.Close()
-			return err
+			return nil, err
 		}
 		res.CPUProfile = o.cpuprofile
 		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
@@ -379,21 +433,54 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 	res.OK = res.Verification.OK || res.Verification.Skipped != ""
 	printVerification(out, res.Verification)
 
-	if o.report != "" {
-		if err := writeReport(o.report, res, ld); err != nil {
-			return fmt.Errorf("bench seckill: writing the report: %w", err)
+	return ld, nil
+}
+
+// SaleRun is one sale of a -sales series.
+type SaleRun struct {
+	VoucherID     int       `json:"voucher_id"`
+	ThroughputRPS float64   `json:"throughput_rps"`
+	LatencyJSON   LatencyMS `json:"latency_ms"`
+	BaselineRPS   float64   `json:"baseline_rps,omitempty"`
+	Ratio         float64   `json:"ratio_vs_redis_benchmark,omitempty"`
+	OK            bool      `json:"ok"`
+	Violations    []string  `json:"violations,omitempty"`
+}
+
+func saleRunOf(r SeckillResult) SaleRun {
+	return SaleRun{VoucherID: r.VoucherID, ThroughputRPS: r.ThroughputRPS, LatencyJSON: r.LatencyJSON,
+		BaselineRPS: r.Baseline.RPS, Ratio: r.Ratio, OK: r.OK, Violations: r.Verification.Violations}
+}
+
+// summarizeSales adds a series' sales to res (whose figures are the last sale's), the median
+// of their ratios, and makes the run fail if any sale broke an invariant.
+func summarizeSales(res *SeckillResult, sales []SaleRun, out *output) {
+	res.Sales = sales
+	var ratios []float64
+	var violations []string
+	out.printf("  sale  grabs/s  p99 ms  redis-benchmark/s  ratio  invariants\n")
+	for i, sr := range sales {
+		out.printf("  %-4d %8.0f  %6.2f  %17.0f  %5.3f  %v\n", i+1, sr.ThroughputRPS, sr.LatencyJSON.P99, sr.BaselineRPS, sr.Ratio, sr.OK)
+		if sr.Ratio > 0 {
+			ratios = append(ratios, sr.Ratio)
 		}
-		res.Report = o.report
-		out.printf("  report: %s\n", o.report)
+		for _, v := range sr.Violations {
+			violations = append(violations, fmt.Sprintf("sale %d: %s", i+1, v))
+		}
+		res.OK = res.OK && sr.OK
 	}
-	res.ElapsedMS = ms(time.Since(began))
-	if err := out.json(res); err != nil {
-		return err
+	if len(ratios) > 0 {
+		slices.Sort(ratios)
+		m := ratios[len(ratios)/2]
+		if len(ratios)%2 == 0 {
+			m = (ratios[len(ratios)/2-1] + m) / 2
+		}
+		res.RatioMedian = round3(m)
+		out.printf("  median ratio over %d sales: %.3f×\n", len(ratios), res.RatioMedian)
 	}
-	if !res.OK {
-		return fmt.Errorf("bench seckill: %d invariant(s) violated: %s", len(res.Verification.Violations), strings.Join(res.Verification.Violations, "; "))
+	if len(violations) > 0 {
+		res.Verification.Violations = violations
 	}
-	return nil
 }
 
 func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }

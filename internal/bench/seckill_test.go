@@ -184,6 +184,50 @@ func TestSeckillInprocess(t *testing.T) {
 	}
 }
 
+// -sales N runs N sales with the same users, each measured, drained and checked, and reports
+// each sale and the median of the ratios: one command gives the repeated measurements a
+// noisy figure needs. The consumer runs during each sale's grabs (or after them, with
+// -consume-after), although the end of a sale stops it.
+func TestSeckillSales(t *testing.T) {
+	clearSurgeEnv(t)
+	for _, consumeAfter := range []bool{false, true} {
+		t.Run(fmt.Sprintf("consume-after=%v", consumeAfter), func(t *testing.T) {
+			rdb := testenv.Redis(t)
+			pfx := namespace(t, rdb)
+			args := []string{"seckill", "-inprocess", "-redis-addrs", testenv.RedisAddr(), "-mysql-dsn", testenv.MySQL(t), "-namespace", pfx,
+				"-users", "120", "-stock", "80", "-concurrency", "16", "-login-concurrency", "16", "-baseline-n", "3000",
+				"-drain-timeout", "60s", "-sales", "3"}
+			if consumeAfter {
+				args = append(args, "-consume-after")
+			}
+			err, res, _ := runErr(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSeckill(t, res, 120, 1, 80)
+			sales, ok := res["sales"].([]any)
+			if !ok || len(sales) != 3 {
+				t.Fatalf("sales %v, want 3", res["sales"])
+			}
+			vouchers := map[float64]bool{}
+			for i, s := range sales {
+				sr := s.(map[string]any)
+				if sr["ok"] != true || num(t, sr, "throughput_rps") <= 0 {
+					t.Errorf("sale %d: %v", i+1, sr)
+				}
+				vouchers[num(t, sr, "voucher_id")] = true
+			}
+			if len(vouchers) != 3 {
+				t.Errorf("vouchers %v, want three different ones", vouchers)
+			}
+			if _, onPath := exec.LookPath("redis-benchmark"); onPath == nil && num(t, res, "ratio_median") <= 0 {
+				t.Errorf("ratio_median %v", res["ratio_median"])
+			}
+			noSeckillKeysLeft(t, rdb, res, pfx)
+		})
+	}
+}
+
 // Issue 23, item 8: -inprocess on real Redis runs in dev mode with dev mode's limits, as
 // documented: more logins than production's deployment-wide send limit (1000 a minute) all
 // succeed. Before, the mode was set after the limits had been chosen for production, and user
@@ -279,6 +323,8 @@ func TestSeckillUsage(t *testing.T) {
 		{"seckill"},
 		{"seckill", "-inprocess", "-target", "http://127.0.0.1:1"},
 		{"seckill", "-inprocess", "-users", "0"},
+		{"seckill", "-inprocess", "-sales", "0"},
+		{"seckill", "-inprocess", "-sales", "2", "-buckets", "1,3"},
 		{"seckill", "-target", "ftp://x"},
 		{"seckill", "-target", "http://127.0.0.1:1", "-consume-after"}, // the servers consume
 		{"seckill", "-target", "http://127.0.0.1:1"},                   // HTTP mode without Redis/MySQL to verify in
