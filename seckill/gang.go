@@ -114,7 +114,7 @@ func (c *consumer) readGang(ctx context.Context, gang []*voucherState) []gangRea
 		cmds := make([]*redis.XStreamSliceCmd, len(gang))
 		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, g := range gang {
-				cmds[i] = p.XReadGroup(ctx, c.readArgs(g.stream, ">"))
+				cmds[i] = p.XReadGroup(ctx, c.readArgs(g.stream, ">", c.opts.batchSize))
 			}
 			return nil
 		})

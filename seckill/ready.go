@@ -2,6 +2,7 @@ package seckill
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,12 +42,13 @@ type voucherState struct {
 // voucher takes one reader at a time and quiet ones wait behind at most one turn per voucher
 // ahead of them.
 type readyQueue struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	fifo   []*voucherState
-	states map[int]*voucherState
-	closed bool
-	keys   keyspace
+	lastAdmit atomic.Int64 // Unix ns of this process's latest admission (surging)
+	mu        sync.Mutex
+	cond      *sync.Cond
+	fifo      []*voucherState
+	states    map[int]*voucherState
+	closed    bool
+	keys      keyspace
 }
 
 func newReadyQueue(keys keyspace) *readyQueue {
@@ -67,6 +69,17 @@ func (q *readyQueue) state(v int) *voucherState {
 
 // signal says voucher v has work: new entries (wants 0) or what wants asks. It costs a lock
 // and no Redis command: admission calls it for every order it admits.
+// admitted signals v for an order this process just admitted.
+func (q *readyQueue) admitted(v int) {
+	q.lastAdmit.Store(time.Now().UnixNano())
+	q.signal(v, 0)
+}
+
+// surging reports whether this process admitted an order in the last surgeWindow.
+func (q *readyQueue) surging() bool {
+	return time.Now().UnixNano()-q.lastAdmit.Load() < int64(surgeWindow)
+}
+
 func (q *readyQueue) signal(v int, wants uint8) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -298,7 +298,7 @@ func (s *Service) assemble(store orderStore) {
 	ready := newReadyQueue(keys)
 	ready.close() // until RunConsumer: grabs signal nothing
 	s.admission = &admission{
-		told: s.told, counts: counts, borrow: s.borrower, signal: func(v int) { ready.signal(v, 0) },
+		told: s.told, counts: counts, borrow: s.borrower, signal: ready.admitted,
 		opts: o.admission(), rdb: s.rdb, keys: keys, ids: s.ids, store: store, limit: newLimiter(o.RateLimit),
 		bg: s.bg, m: s.m, log: log, warm: func(ctx context.Context, v int) error { return s.Warm(ctx, v) },
 		sync: &syncGrabber{locks: s.locks, keys: keys, store: store, clock: o.Clock},

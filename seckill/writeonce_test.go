@@ -2,6 +2,7 @@ package seckill_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,6 +45,52 @@ func TestHotVoucherOrdersAreWrittenOnce(t *testing.T) {
 		}
 		if got := counter(t, reg, "surge_seckill_orders_persisted_total"); got != n {
 			t.Errorf("orders persisted %v times for %d orders: some were read back and written again", got, n)
+		}
+	})
+}
+
+// TestSurgeOrdersAreWrittenOnce: grabs running while the consumer reads (its reads are
+// shorter during a surge, BatchSize again after it): every order is written once, and the
+// voucher drains after the last grab without waiting for the sweep.
+func TestSurgeOrdersAreWrittenOnce(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		e := newEnv(t, rdb)
+		ctx := context.Background()
+		reg := prometheus.NewRegistry()
+		const n = 2000
+		s := e.service(seckill.Options{Registerer: reg})
+		v := e.onSale(s, n)
+		users := e.users(n)
+		stop := e.consume(s)
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for w := range 32 {
+			wg.Go(func() {
+				for i := w; i < n; i += 32 {
+					if _, err := s.Grab(ctx, users[i], v); err != nil {
+						errs <- err
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		e.drained(v, 5*time.Second)
+		for deadline := time.Now().Add(10 * time.Second); counter(t, reg, "surge_seckill_orders_persisted_total") < n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%v orders persisted after the drain, want %d", counter(t, reg, "surge_seckill_orders_persisted_total"), n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		stop()
+		if st := e.state(v); st.orders != n || st.dupUsers != 0 || st.dbStock != 0 || st.redisStock != 0 {
+			t.Fatalf("state %+v, want %d orders and no stock left", st, n)
+		}
+		if got := counter(t, reg, "surge_seckill_orders_persisted_total"); got != n {
+			t.Errorf("orders persisted %v times for %d orders", got, n)
 		}
 	})
 }
