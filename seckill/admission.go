@@ -41,10 +41,10 @@ type admission struct {
 	log    *slog.Logger
 	warm   func(ctx context.Context, voucherID int) error // rebuilds a voucher Redis lost
 	vouchs voucherInfos
-	told   *told         // the orders told, until written (told.go)
-	counts *bucketCounts // each voucher's stock buckets (buckets.go)
-	borrow *borrower     // admits from another bucket when the user's is dry (borrow.go)
-	signal func(int)     // tells this process's consumer a stream (a voucher's or a bucket's) has new entries
+	told   *told                // the orders told, until written (told.go)
+	counts *bucketCounts        // each voucher's stock buckets (buckets.go)
+	borrow *borrower            // admits from another bucket when the user's is dry (borrow.go)
+	signal func(int, time.Time) // tells this process's consumer a stream (a voucher's or a bucket's) has new entries, admitted at that time
 }
 
 // Bounds of the work a grab on a voucher Redis lost starts.
@@ -83,8 +83,9 @@ func (a *admission) grab(ctx context.Context, userID, voucherID int) (Admission,
 	}
 	switch r.Outcome {
 	case lua.GrabAdmitted:
-		a.signal(queuedIn)
-		a.told.note(queuedIn, userID, orderID, time.Now())
+		now := time.Now()
+		a.signal(queuedIn, now)
+		a.told.note(queuedIn, userID, orderID, now)
 		return Admission{OrderID: orderID, Status: StatusQueued}, nil
 	case lua.GrabNotReady:
 		return Admission{}, a.notReady(ctx, voucherID)

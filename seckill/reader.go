@@ -49,14 +49,17 @@ const (
 // readCount is how many new entries one read asks for now.
 func (c *consumer) readCount() int {
 	if c.ready.surging() {
-		return min(c.opts.batchSize, surgeBatchSize)
+		return c.surgeReadCount()
 	}
 	return c.opts.batchSize
 }
 
+// surgeReadCount is how many new entries one read asks for during a surge.
+func (c *consumer) surgeReadCount() int { return min(c.opts.batchSize, surgeBatchSize) }
+
 // fullRead reports whether a read of new entries that returned n may have left more: n is as
 // many as a read asks for during a surge or after it.
-func (c *consumer) fullRead(n int) bool { return n >= min(c.opts.batchSize, surgeBatchSize) }
+func (c *consumer) fullRead(n int) bool { return n >= c.surgeReadCount() }
 
 // waitForRedis PINGs after redisPollMin, doubling up to redisPollMax, which also bounds each
 // PING. A voucher whose retry of its own pending entries fails again is signalled again after

@@ -67,11 +67,9 @@ func (q *readyQueue) state(v int) *voucherState {
 	return vs
 }
 
-// signal says voucher v has work: new entries (wants 0) or what wants asks. It costs a lock
-// and no Redis command: admission calls it for every order it admits.
-// admitted signals v for an order this process just admitted.
-func (q *readyQueue) admitted(v int) {
-	q.lastAdmit.Store(time.Now().UnixNano())
+// admitted signals v for an order this process admitted at at.
+func (q *readyQueue) admitted(v int, at time.Time) {
+	q.lastAdmit.Store(at.UnixNano())
 	q.signal(v, 0)
 }
 
@@ -80,6 +78,8 @@ func (q *readyQueue) surging() bool {
 	return time.Now().UnixNano()-q.lastAdmit.Load() < int64(surgeWindow)
 }
 
+// signal says voucher v has work: new entries (wants 0) or what wants asks. It costs a lock
+// and no Redis command: admission calls it for every order it admits.
 func (q *readyQueue) signal(v int, wants uint8) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

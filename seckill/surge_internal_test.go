@@ -15,7 +15,7 @@ func TestReadsAreShorterDuringASurge(t *testing.T) {
 	if n := c.readCount(); n != 500 {
 		t.Fatalf("no admission yet: read count %d, want 500", n)
 	}
-	q.admitted(7)
+	q.admitted(7, time.Now())
 	if n := c.readCount(); n != surgeBatchSize {
 		t.Fatalf("just admitted: read count %d, want %d", n, surgeBatchSize)
 	}
@@ -30,7 +30,7 @@ func TestReadsAreShorterDuringASurge(t *testing.T) {
 		t.Errorf("after the surge: read count %d, want 500", n)
 	}
 	small := &consumer{ready: q, opts: consumerOptions{batchSize: 10}}
-	q.admitted(7)
+	q.admitted(7, time.Now())
 	if n := small.readCount(); n != 10 || !small.fullRead(10) || small.fullRead(9) {
 		t.Errorf("BatchSize 10 during a surge: read count %d, fullRead(10) %v, fullRead(9) %v; want 10, true, false", n, small.fullRead(10), small.fullRead(9))
 	}

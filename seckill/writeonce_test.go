@@ -33,19 +33,7 @@ func TestHotVoucherOrdersAreWrittenOnce(t *testing.T) {
 		}
 		stop := e.consume(s)
 		e.drained(v, 30*time.Second)
-		for deadline := time.Now().Add(10 * time.Second); counter(t, reg, "surge_seckill_orders_persisted_total") < n; {
-			if time.Now().After(deadline) {
-				t.Fatalf("%v orders persisted after the drain, want %d", counter(t, reg, "surge_seckill_orders_persisted_total"), n)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		stop()
-		if st := e.state(v); st.orders != n || st.dupUsers != 0 {
-			t.Fatalf("state %+v, want %d orders", st, n)
-		}
-		if got := counter(t, reg, "surge_seckill_orders_persisted_total"); got != n {
-			t.Errorf("orders persisted %v times for %d orders: some were read back and written again", got, n)
-		}
+		writtenOnce(t, e, reg, v, n, stop)
 	})
 }
 
@@ -79,18 +67,26 @@ func TestSurgeOrdersAreWrittenOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.drained(v, 5*time.Second)
-		for deadline := time.Now().Add(10 * time.Second); counter(t, reg, "surge_seckill_orders_persisted_total") < n; {
-			if time.Now().After(deadline) {
-				t.Fatalf("%v orders persisted after the drain, want %d", counter(t, reg, "surge_seckill_orders_persisted_total"), n)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		stop()
-		if st := e.state(v); st.orders != n || st.dupUsers != 0 || st.dbStock != 0 || st.redisStock != 0 {
-			t.Fatalf("state %+v, want %d orders and no stock left", st, n)
-		}
-		if got := counter(t, reg, "surge_seckill_orders_persisted_total"); got != n {
-			t.Errorf("orders persisted %v times for %d orders", got, n)
-		}
+		writtenOnce(t, e, reg, v, n, stop)
 	})
+}
+
+// writtenOnce checks, once voucher v's stream has drained, that its n orders (its whole stock)
+// are in the database and were each persisted once: it waits for the consumer's count, stops
+// the consumer, and compares.
+func writtenOnce(t *testing.T, e *env, reg *prometheus.Registry, v, n int, stop func()) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); counter(t, reg, "surge_seckill_orders_persisted_total") < float64(n); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v orders persisted after the drain, want %d", counter(t, reg, "surge_seckill_orders_persisted_total"), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	if st := e.state(v); st.orders != n || st.dupUsers != 0 || st.dbStock != 0 || st.redisStock != 0 {
+		t.Fatalf("state %+v, want %d orders and no stock left", st, n)
+	}
+	if got := counter(t, reg, "surge_seckill_orders_persisted_total"); got != float64(n) {
+		t.Errorf("orders persisted %v times for %d orders: some were read back and written again", got, n)
+	}
 }
