@@ -287,17 +287,21 @@ func runSeckill(ctx context.Context, args []string, out *output) error {
 
 	var ld *load
 	var sales []SaleRun
+	facts := *res // the run's facts; each sale starts from them, not from the last sale's figures
 	for i := range o.sales {
 		if o.sales > 1 {
 			out.printf("  sale %d of %d\n", i+1, o.sales)
 		}
-		one := *res // the run's facts; the sale's own figures are filled in below
+		one := facts
 		var err error
 		if ld, err = runSale(ctx, tg, st, cfg, o, users, out, &one, i == 0); err != nil {
 			return err
 		}
 		sales = append(sales, saleRunOf(one))
 		*res = one
+	}
+	if o.cpuprofile != "" {
+		res.CPUProfile = o.cpuprofile // of the first sale
 	}
 	if o.sales > 1 {
 		summarizeSales(res, sales, out)
@@ -374,7 +378,6 @@ func runSale(ctx context.Context, tg seckillTarget, st *stateAccess, cfg app.Con
 			f.Close()
 			return nil, err
 		}
-		res.CPUProfile = o.cpuprofile
 		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
 	}
 	ld := fire(ctx, tg, users, vid, o, out)
