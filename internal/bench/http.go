@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,6 +51,13 @@ so they share the machine's state), and reports the latency curve (p50/p99 again
 rate) and, per target, the highest rate up to which p99 stays within -p99-max (with errors
 and requests not sent at most 0.1 %). -svg writes the curve as an SVG plot.
 
+-repeat N runs every step N times (the rounds interleaved across the targets, like the
+steps). A step's figures are then those of its round with the median p99 (the upper median
+for even N), each round is kept beside them, and the step holds the bound when more than
+half of its rounds hold it: on a shared machine a single stall of a few hundred ms decides
+one round's p99, and the median shows the rate a server keeps rather than the stall it met.
+The highest rate every round held is given too (max_rate_p99_ok_every_round).
+
 -floors adds two servers in this process, on loopback, on the Redis of the config flags
 (SURGE_REDIS_ADDRS, -redis-addrs: give the deployment's, to compare like with like):
   floor0  reads the request, writes a fixed answer: what HTTP costs
@@ -83,6 +91,7 @@ type HTTPResult struct {
 	StepMS      float64            `json:"step_ms"`
 	MaxInFlight int                `json:"max_in_flight"`
 	P99MaxMS    float64            `json:"p99_max_ms"`
+	Repeat      int                `json:"repeat"` // rounds of each step; a step's figures are its median round's
 	Targets     []HTTPTargetResult `json:"targets"`
 	LoadBefore  string             `json:"load_average_before,omitempty"` // /proc/loadavg: was the machine busy?
 	LoadAfter   string             `json:"load_average_after,omitempty"`
@@ -103,7 +112,11 @@ type HTTPTargetResult struct {
 	MaxRateP99OK float64 `json:"max_rate_p99_ok,omitempty"`
 	// MaxRateVsFloor2 is MaxRateP99OK over floor2's, when floor2 ran.
 	MaxRateVsFloor2 float64 `json:"max_rate_vs_floor2,omitempty"`
-	Warmup          *Warmup `json:"warmup,omitempty"`
+	// With -repeat: the highest rate up to which every round of every step held (not just
+	// the majority), and its ratio to floor2's.
+	MaxRateEveryRound        float64 `json:"max_rate_p99_ok_every_round,omitempty"`
+	MaxRateEveryRoundVsFloor float64 `json:"max_rate_every_round_vs_floor2,omitempty"`
+	Warmup                   *Warmup `json:"warmup,omitempty"`
 }
 
 // Warmup is what the unmeasured grab of every user before the steps was answered.
@@ -140,12 +153,17 @@ type StepResult struct {
 	Errors      map[string]int64 `json:"errors"`
 	P99VsFloor2 float64          `json:"p99_vs_floor2,omitempty"` // this p99 over floor2's in the same sweep step
 	Vegeta      *VegetaResult    `json:"vegeta,omitempty"`
+	// With -repeat: which round this is (from 1); on a step, its rounds, the step's figures
+	// being the median round's, and how many rounds held the p99 bound.
+	Round      int          `json:"round,omitempty"`
+	Rounds     []StepResult `json:"rounds,omitempty"`
+	RoundsHeld int          `json:"rounds_held,omitempty"`
 }
 
 type httpOpts struct {
 	rate, p99Max                float64 // p99Max in ms
 	rates                       []float64
-	closed                      int
+	closed, repeat              int
 	duration, timeout, runLimit time.Duration
 	maxInFlight                 int
 	users, loginConc, stock     int
@@ -192,6 +210,7 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 	fs.StringVar(&rates, "rates", "", "open loop sweep: comma-separated rates per second, e.g. 1000,2000,4000,8000")
 	fs.IntVar(&o.closed, "closed", 0, "closed loop instead: this many workers, each sending when its last answer came")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each step (each rate on each target)")
+	fs.IntVar(&o.repeat, "repeat", 1, "rounds of each step; a step's figures are its median round's (by p99; closed loop: by answers/s), and it holds the p99 bound when most rounds do")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 1000, "open loop: requests in flight at most; one due when all are taken waits (no_slot)")
 	fs.DurationVar(&o.timeout, "grab-timeout", 10*time.Second, "deadline of each request")
 	p99Max := fs.Duration("p99-max", 25*time.Millisecond, "sweep: the p99 bound for the highest rate that holds it")
@@ -258,6 +277,8 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 		return errors.New("bench http: -users in [1, 1000000], -login-concurrency in [1, 10000]")
 	case o.p99Max <= 0:
 		return errors.New("bench http: -p99-max must be positive")
+	case o.repeat < 1 || o.repeat > 100:
+		return errors.New("bench http: -repeat in [1, 100]")
 	}
 	for _, r := range o.rates {
 		if r*o.duration.Seconds() > maxShots {
@@ -268,7 +289,7 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 	defer cancel()
 	began := time.Now()
 	res := &HTTPResult{Scenario: "http", Mode: "open", Run: runID(), Users: o.users, Rates: o.rates, StepMS: ms(o.duration),
-		MaxInFlight: o.maxInFlight, P99MaxMS: o.p99Max, LoadBefore: loadAverage()}
+		MaxInFlight: o.maxInFlight, P99MaxMS: o.p99Max, Repeat: o.repeat, LoadBefore: loadAverage()}
 	if o.closed > 0 {
 		res.Mode, res.Workers = "closed", o.closed
 	}
@@ -319,31 +340,46 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 		steps = []float64{0}
 	}
 	for si, rate := range steps {
-		for _, g := range loads {
-			if ctx.Err() != nil {
-				return ctx.Err()
+		rounds := make([][]StepResult, len(loads))
+		for r := range o.repeat {
+			for gi, g := range loads {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				st := loadStep{rate: rate, workers: o.closed, duration: o.duration, maxInFlight: o.maxInFlight, timeout: o.timeout}
+				run := runStep(ctx, st, g.next, g.shoot)
+				g.next += len(run.shots) + run.notSent
+				sr := summarizeStep(st, run)
+				name := g.res.Name
+				if o.repeat > 1 {
+					sr.Round = r + 1
+					name = fmt.Sprintf("%s [%d/%d]", clip(name, 22), r+1, o.repeat)
+				}
+				printStep(out, name, sr)
+				if o.vegeta != "" || sr.Late*100 > sr.Sent {
+					// Requests went out late: the latency from their actual send too, the
+					// figure a tool without a schedule reports.
+					f := sr.FromSend
+					out.printf("  %-30s %8s %8s %7s %6s %8s %9s %8.3f %8.3f %8.3f %8.3f %8.3f\n", "  (from send, same step)", "", "", "", "", "", "",
+						f.P50, f.P90, f.P99, f.P999, f.Max)
+				}
+				if o.vegeta != "" {
+					time.Sleep(stepPause)
+					sr.Vegeta = runVegeta(ctx, o.vegeta, g, st)
+					printVegeta(out, sr.Vegeta)
+				}
+				rounds[gi] = append(rounds[gi], sr)
+				if si < len(steps)-1 || r < o.repeat-1 || g != loads[len(loads)-1] {
+					time.Sleep(stepPause) // let the last step's stragglers and garbage settle
+				}
 			}
-			st := loadStep{rate: rate, workers: o.closed, duration: o.duration, maxInFlight: o.maxInFlight, timeout: o.timeout}
-			run := runStep(ctx, st, g.next, g.shoot)
-			g.next += len(run.shots) + run.notSent
-			sr := summarizeStep(st, run)
-			printStep(out, g.res.Name, sr)
-			if o.vegeta != "" || sr.Late*100 > sr.Sent {
-				// Requests went out late: the latency from their actual send too, the
-				// figure a tool without a schedule reports.
-				f := sr.FromSend
-				out.printf("  %-30s %8s %8s %7s %6s %8s %9s %8.3f %8.3f %8.3f %8.3f %8.3f\n", "  (from send, same step)", "", "", "", "", "", "",
-					f.P50, f.P90, f.P99, f.P999, f.Max)
-			}
-			if o.vegeta != "" {
-				time.Sleep(stepPause)
-				sr.Vegeta = runVegeta(ctx, o.vegeta, g, st)
-				printVegeta(out, sr.Vegeta)
+		}
+		for gi, g := range loads {
+			sr := medianRound(rounds[gi], o.p99Max)
+			if o.repeat > 1 {
+				printStep(out, clip(g.res.Name, 22)+" [median]", sr)
 			}
 			g.res.Steps = append(g.res.Steps, sr)
-			if si < len(steps)-1 || g != loads[len(loads)-1] {
-				time.Sleep(stepPause) // let the last step's stragglers and garbage settle
-			}
 		}
 	}
 	compare(o, loads)
@@ -636,10 +672,46 @@ func (s StepResult) failures() int64 {
 	return n
 }
 
-// holds reports whether the step kept p99 within bound with at most 0.1 % failures.
+// holds reports whether the step kept p99 within bound with at most 0.1 % failures; a
+// repeated step holds when more than half of its rounds did.
 func (s StepResult) holds(p99Max float64) bool {
+	if len(s.Rounds) > 0 {
+		return s.RoundsHeld*2 > len(s.Rounds)
+	}
 	total := max(s.Scheduled, s.Sent)
 	return s.Sent > 0 && s.Latency.P99 <= p99Max && float64(s.failures()) <= 0.001*float64(total)
+}
+
+// heldEveryRound reports whether every round of the step held the bound.
+func (s StepResult) heldEveryRound(p99Max float64) bool {
+	if len(s.Rounds) > 0 {
+		return s.RoundsHeld == len(s.Rounds)
+	}
+	return s.holds(p99Max)
+}
+
+// medianRound is a step's result from its rounds: the figures of the round with the median
+// p99 (the upper median; closed loop: the median answers/s), the rounds kept beside them. One
+// round is the step itself.
+func medianRound(rounds []StepResult, p99Max float64) StepResult {
+	if len(rounds) == 1 {
+		return rounds[0]
+	}
+	order := slices.Clone(rounds)
+	slices.SortStableFunc(order, func(a, b StepResult) int {
+		if a.Workers > 0 {
+			return cmp.Compare(a.ThroughputRPS, b.ThroughputRPS)
+		}
+		return cmp.Compare(a.Latency.P99, b.Latency.P99)
+	})
+	m := order[len(order)/2]
+	m.Rounds = rounds
+	for _, r := range rounds {
+		if r.holds(p99Max) {
+			m.RoundsHeld++
+		}
+	}
+	return m
 }
 
 // compare fills the sweep's verdicts: each target's highest rate holding the p99 bound (every
@@ -659,6 +731,14 @@ func compare(o httpOpts, loads []*grabTarget) {
 				}
 				g.res.MaxRateP99OK = s.Rate
 			}
+			if o.repeat > 1 {
+				for _, s := range g.res.Steps {
+					if !s.heldEveryRound(o.p99Max) {
+						break
+					}
+					g.res.MaxRateEveryRound = s.Rate
+				}
+			}
 		}
 		if f2 == nil || g.res.Kind != "target" {
 			continue
@@ -670,6 +750,9 @@ func compare(o httpOpts, loads []*grabTarget) {
 		}
 		if f2.res.MaxRateP99OK > 0 {
 			g.res.MaxRateVsFloor2 = round3(g.res.MaxRateP99OK / f2.res.MaxRateP99OK)
+		}
+		if f2.res.MaxRateEveryRound > 0 {
+			g.res.MaxRateEveryRoundVsFloor = round3(g.res.MaxRateEveryRound / f2.res.MaxRateEveryRound)
 		}
 	}
 }
@@ -727,6 +810,12 @@ func printSummary(out *output, res *HTTPResult) {
 			}
 			if t.MaxRateVsFloor2 > 0 {
 				line += fmt.Sprintf(" (%.2f× floor2's)", t.MaxRateVsFloor2)
+			}
+			if res.Repeat > 1 {
+				line += fmt.Sprintf(" by the median of %d rounds, in every round up to %g/s", res.Repeat, t.MaxRateEveryRound)
+				if t.MaxRateEveryRoundVsFloor > 0 {
+					line += fmt.Sprintf(" (%.2f× floor2's)", t.MaxRateEveryRoundVsFloor)
+				}
 			}
 			line += ";"
 		}

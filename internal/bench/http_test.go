@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -287,6 +288,68 @@ func TestHTTPFloorsProcess(t *testing.T) {
 	noKeysLeft(t, rdb, "bench-floor-"+res["run"].(string)+":*")
 }
 
+// -repeat 3: every step runs three rounds, interleaved across the targets; a step's figures
+// are its median round's (by p99), all three rounds are kept, and the step holds the bound
+// when most rounds do. With a bound no round can hold, no rate holds.
+func TestHTTPRepeat(t *testing.T) {
+	clearSurgeEnv(t)
+	rdb := testenv.Redis(t)
+	for _, bound := range []string{"5s", "10us"} {
+		err, res, _ := runErr(t, "http", "-floors", "-redis-addrs", testenv.RedisAddr(), "-users", "50",
+			"-rates", "100,200", "-repeat", "3", "-duration", "500ms", "-p99-max", bound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		noKeysLeft(t, rdb, "bench-floor-"+res["run"].(string)+":*")
+		if num(t, res, "repeat") != 3 {
+			t.Errorf("repeat %v, want 3", res["repeat"])
+		}
+		for _, tg := range res["targets"].([]any) {
+			tgt := tg.(map[string]any)
+			steps := tgt["steps"].([]any)
+			if len(steps) != 2 {
+				t.Fatalf("%s: %d steps, want one per rate", tgt["name"], len(steps))
+			}
+			for j, s := range steps {
+				st := s.(map[string]any)
+				rate := []float64{100, 200}[j]
+				rounds := st["rounds"].([]any)
+				if len(rounds) != 3 {
+					t.Fatalf("%s at %v/s: %d rounds, want 3", tgt["name"], rate, len(rounds))
+				}
+				var p99s []float64
+				for k, r := range rounds {
+					rd := r.(map[string]any)
+					if num(t, rd, "round") != float64(k+1) || num(t, rd, "rate") != rate || num(t, rd, "sent") != rate/2 {
+						t.Errorf("%s at %v/s, round %d: %v", tgt["name"], rate, k+1, rd)
+					}
+					p99s = append(p99s, num(t, sub(t, rd, "latency_ms"), "p99"))
+				}
+				slices.Sort(p99s)
+				if p := num(t, sub(t, st, "latency_ms"), "p99"); p != p99s[1] {
+					t.Errorf("%s at %v/s: p99 %v, want the median round's %v (rounds %v)", tgt["name"], rate, p, p99s[1], p99s)
+				}
+				held := 3.0
+				if bound == "10us" {
+					held = 0
+				}
+				if got, _ := st["rounds_held"].(float64); got != held {
+					t.Errorf("%s at %v/s, bound %s: %v rounds held, want %v", tgt["name"], rate, bound, got, held)
+				}
+			}
+			wantMax := 200.0
+			if bound == "10us" {
+				wantMax = 0
+			}
+			got, _ := tgt["max_rate_p99_ok"].(float64)
+			every, _ := tgt["max_rate_p99_ok_every_round"].(float64)
+			if got != wantMax || every != wantMax {
+				t.Errorf("%s, bound %s: max rate %v, every round %v; want %v", tgt["name"], bound, got, every, wantMax)
+			}
+		}
+	}
+}
+
 func TestHTTPUsage(t *testing.T) {
 	clearSurgeEnv(t)
 	for _, args := range [][]string{
@@ -298,6 +361,7 @@ func TestHTTPUsage(t *testing.T) {
 		{"http", "-target", "http://127.0.0.1:1", "-rate", "300000", "-duration", "10s"}, // too many requests in one step
 		{"http", "-target", "http://127.0.0.1:1", "-max-in-flight", "0"},
 		{"http", "-target", "http://127.0.0.1:1", "-floors-process"}, // without -floors
+		{"http", "-target", "http://127.0.0.1:1", "-repeat", "0"},
 	} {
 		var out, errb bytes.Buffer
 		if err := bench.Run(context.Background(), args, &out, &errb); err == nil {
