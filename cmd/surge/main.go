@@ -28,6 +28,7 @@ import (
 	gql "github.com/surgekit/surge/graph"
 	"github.com/surgekit/surge/internal/app"
 	"github.com/surgekit/surge/internal/bench"
+	"github.com/surgekit/surge/internal/telemetry"
 )
 
 func main() {
@@ -94,13 +95,24 @@ func printSchema(args []string, w io.Writer) error {
 	return err
 }
 
+// How the server's log is batched: a line waits at most logBatchInterval, and logBatchLimit
+// bytes waiting are written at once.
+const (
+	logBatchInterval = 20 * time.Millisecond
+	logBatchLimit    = 64 << 10
+)
+
 func serve(args []string, log *slog.Logger) error {
 	start := time.Now()
 	cfg, err := app.ParseConfig(args, nil)
 	if err != nil {
 		return err
 	}
-	log = cfg.Logger(os.Stderr)
+	// The log's lines go out in batches (the access log writes one per request): at most
+	// logBatchInterval late, warnings and errors at once, everything before serve returns.
+	logOut := telemetry.NewBatchWriter(os.Stderr, logBatchInterval, logBatchLimit)
+	defer logOut.Close()
+	log = cfg.Logger(logOut)
 	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -27,7 +27,9 @@ func ParseLogLevel(s string) (slog.Level, error) {
 
 // NewLogger writes records of level and above to w in format (LogText or LogJSON). A record
 // logged with a request's context carries its request_id, and its trace_id and span_id when
-// the request's trace is recorded.
+// the request's trace is recorded. When w holds lines back (a BatchWriter), a record at WARN
+// or above is written at once, with the lines before it: a warning is not left in a buffer
+// that a crash would lose.
 func NewLogger(w io.Writer, format string, level slog.Level) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler
@@ -39,11 +41,16 @@ func NewLogger(w io.Writer, format string, level slog.Level) (*slog.Logger, erro
 	default:
 		return nil, fmt.Errorf("invalid log format %q: want %s or %s", format, LogText, LogJSON)
 	}
-	return slog.New(contextHandler{h}), nil
+	f, _ := w.(flusher)
+	return slog.New(contextHandler{h, f}), nil
 }
 
-// contextHandler adds the request id and trace context of a record's context.
-type contextHandler struct{ slog.Handler }
+// contextHandler adds the request id and trace context of a record's context, and flushes
+// the writer after a record at WARN or above.
+type contextHandler struct {
+	slog.Handler
+	flush flusher // nil: w writes each record at once
+}
 
 func (h contextHandler) Handle(ctx context.Context, rec slog.Record) error {
 	if id := RequestID(ctx); id != "" {
@@ -52,13 +59,19 @@ func (h contextHandler) Handle(ctx context.Context, rec slog.Record) error {
 	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
 		rec.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	}
-	return h.Handler.Handle(ctx, rec)
+	err := h.Handler.Handle(ctx, rec)
+	if h.flush != nil && rec.Level >= slog.LevelWarn {
+		if ferr := h.flush.Flush(); err == nil {
+			err = ferr
+		}
+	}
+	return err
 }
 
 func (h contextHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return contextHandler{h.Handler.WithAttrs(attrs)}
+	return contextHandler{h.Handler.WithAttrs(attrs), h.flush}
 }
 
 func (h contextHandler) WithGroup(name string) slog.Handler {
-	return contextHandler{h.Handler.WithGroup(name)}
+	return contextHandler{h.Handler.WithGroup(name), h.flush}
 }
