@@ -152,7 +152,9 @@ type StepResult struct {
 	Outcomes    map[string]int64 `json:"outcomes"`
 	Errors      map[string]int64 `json:"errors"`
 	P99VsFloor2 float64          `json:"p99_vs_floor2,omitempty"` // this p99 over floor2's in the same sweep step
-	Vegeta      *VegetaResult    `json:"vegeta,omitempty"`
+	// ThroughputVsFloor2 is answers/s over floor2's in the same step (a closed loop's figure).
+	ThroughputVsFloor2 float64       `json:"throughput_vs_floor2,omitempty"`
+	Vegeta             *VegetaResult `json:"vegeta,omitempty"`
 	// With -repeat: which round this is (from 1); on a step, its rounds, the step's figures
 	// being the median round's, and how many rounds held the p99 bound.
 	Round      int          `json:"round,omitempty"`
@@ -747,6 +749,9 @@ func compare(o httpOpts, loads []*grabTarget) {
 			if f := f2.res.Steps[i].Latency.P99; f > 0 {
 				g.res.Steps[i].P99VsFloor2 = round3(g.res.Steps[i].Latency.P99 / f)
 			}
+			if f := f2.res.Steps[i].ThroughputRPS; f > 0 {
+				g.res.Steps[i].ThroughputVsFloor2 = round3(g.res.Steps[i].ThroughputRPS / f)
+			}
 		}
 		if f2.res.MaxRateP99OK > 0 {
 			g.res.MaxRateVsFloor2 = round3(g.res.MaxRateP99OK / f2.res.MaxRateP99OK)
@@ -822,6 +827,9 @@ func printSummary(out *output, res *HTTPResult) {
 		for _, s := range t.Steps {
 			if s.P99VsFloor2 > 0 {
 				line += fmt.Sprintf(" p99 %.2f× floor2's at %s;", s.P99VsFloor2, rateLabel(s))
+			}
+			if s.Workers > 0 && s.ThroughputVsFloor2 > 0 {
+				line += fmt.Sprintf(" answers/s %.2f× floor2's;", s.ThroughputVsFloor2)
 			}
 		}
 		if strings.HasSuffix(line, ":") {

@@ -38,3 +38,21 @@ func TestRepeatedStepHoldsByMajority(t *testing.T) {
 		t.Errorf("two rounds, one over: p99 %v, holds %v; want 40, false", s.Latency.P99, s.holds(bound))
 	}
 }
+
+// A closed loop's steps give their answers per second as a multiple of floor2's, the median
+// round's against floor2's median round.
+func TestClosedLoopThroughputAgainstFloor2(t *testing.T) {
+	step := func(rps ...float64) StepResult {
+		var rounds []StepResult
+		for _, r := range rps {
+			rounds = append(rounds, StepResult{Workers: 200, Sent: 1000, ThroughputRPS: r})
+		}
+		return medianRound(rounds, 25)
+	}
+	f2 := &grabTarget{res: HTTPTargetResult{Kind: "floor2", Steps: []StepResult{step(7000, 7300, 8000)}}}
+	ours := &grabTarget{res: HTTPTargetResult{Kind: "target", Steps: []StepResult{step(9900, 2000, 9000)}}}
+	compare(httpOpts{p99Max: 25, closed: 200, repeat: 3}, []*grabTarget{f2, ours})
+	if got := ours.res.Steps[0].ThroughputVsFloor2; got != round3(9000.0/7300) {
+		t.Errorf("answers/s %v× floor2's, want %v (9 000 against 7 300, the medians)", got, round3(9000.0/7300))
+	}
+}
