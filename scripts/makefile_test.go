@@ -203,3 +203,77 @@ func TestMakeTestLeavesARunningClusterRunning(t *testing.T) {
 		t.Errorf("a second ensure-redis-cluster.sh claims to have started nodes: %s", out)
 	}
 }
+
+// runHeld starts with-redis-cluster.sh on the cluster with a command that says it runs (the
+// file up appears) and then waits until the file release exists; done is closed when the
+// script has exited.
+func runHeld(t *testing.T, c clusterEnv, name string) (release func(), done chan struct{}) {
+	t.Helper()
+	dir := t.TempDir()
+	up, rel := filepath.Join(dir, "up"), filepath.Join(dir, "release")
+	cmd := exec.Command("bash", "with-redis-cluster.sh", "bash", "-c",
+		fmt.Sprintf("touch %q; while [ ! -e %q ]; do sleep 0.05; done", up, rel))
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SURGE_TEST_REDIS_CLUSTER_ADDRS=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, c.vars()...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		t.Logf("%s:\n%s", name, out.String())
+	}()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(up); err == nil {
+			break
+		}
+		select {
+		case <-done:
+			t.Fatalf("%s ended before its command ran", name)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: its command did not start", name)
+		}
+	}
+	return func() {
+		if err := os.WriteFile(rel, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+	}, done
+}
+
+// Two `make test` runs at once on one machine share the cluster the first one started: it
+// is stopped when the last of them ends, whichever ends first, never while one still tests.
+func TestRunsAtOnceShareTheCluster(t *testing.T) {
+	for _, starterEndsFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("starter ends first %v", starterEndsFirst), func(t *testing.T) {
+			c := newCluster(t)
+			releaseA, _ := runHeld(t, c, "first run (starts the cluster)")
+			releaseB, _ := runHeld(t, c, "second run (finds it running)")
+			first, second := releaseA, releaseB
+			if !starterEndsFirst {
+				first, second = releaseB, releaseA
+			}
+			first()
+			if n := c.running(t); n != 3 {
+				t.Fatalf("after one run ended, %d of 3 nodes run while the other run still uses them", n)
+			}
+			second()
+			if n := c.running(t); n != 0 {
+				t.Errorf("after both runs ended, %d nodes the first one started still run", n)
+			}
+		})
+	}
+}
