@@ -396,6 +396,17 @@ func attackDocuments(t *testing.T, p *surgeProc) {
 			t.Fatalf("%s: %d bytes, the attack list is meant to stay within 1 MiB", name, len(body))
 		}
 		a := p.post(body)
+		// A collection, or a background tick, that earlier requests' work started can land
+		// in one request's window (a CPU profile of the server is not per request): a
+		// document over the budget is measured twice more, and its cheapest run counts. A
+		// document that costs more than the budget costs it every time.
+		for try := 0; try < 2 && a.err == nil && a.cpu > maxCPUPerRequest; try++ {
+			again := p.post(body)
+			t.Logf("%s: %v of server CPU; measured again: %v", name, a.cpu, again.cpu)
+			if again.err == nil && again.cpu < a.cpu {
+				a = again
+			}
+		}
 		switch {
 		case a.err != nil:
 			t.Errorf("%s (%d KB): no answer: %v", name, len(body)>>10, a)
