@@ -45,7 +45,11 @@ func newEnv(t testing.TB, rdb redis.UniversalClient) *env {
 	}
 	typ := db.Ent.ShopType.Create().SetName("t").SetSort(1).SaveX(ctx)
 	sh := db.Ent.Shop.Create().SetName("s").SetTypeID(typ.ID).SetLongitude(0).SetLatitude(0).SetImages([]string{}).SaveX(ctx)
-	return &env{t: t, db: db, rdb: rdb, prefix: "seckill-test" + testenv.Phone(), dsn: dsn, shop: sh.ID}
+	prefix := "seckill-test" + testenv.Phone()
+	// The sales' keys expire with them (days after), but a test leaves nothing behind: they
+	// are deleted once the services the test starts later have closed.
+	testenv.CleanupKeys(t, rdb, prefix+":*")
+	return &env{t: t, db: db, rdb: rdb, prefix: prefix, dsn: dsn, shop: sh.ID}
 }
 
 // voucher creates a seckill voucher with the given stock, on sale from an hour ago for a day.
