@@ -114,9 +114,9 @@ type HTTPTargetResult struct {
 	MaxRateVsFloor2 float64 `json:"max_rate_vs_floor2,omitempty"`
 	// With -repeat: the highest rate up to which every round of every step held (not just
 	// the majority), and its ratio to floor2's.
-	MaxRateEveryRound        float64 `json:"max_rate_p99_ok_every_round,omitempty"`
-	MaxRateEveryRoundVsFloor float64 `json:"max_rate_every_round_vs_floor2,omitempty"`
-	Warmup                   *Warmup `json:"warmup,omitempty"`
+	MaxRateEveryRound         float64 `json:"max_rate_p99_ok_every_round,omitempty"`
+	MaxRateEveryRoundVsFloor2 float64 `json:"max_rate_every_round_vs_floor2,omitempty"`
+	Warmup                    *Warmup `json:"warmup,omitempty"`
 }
 
 // Warmup is what the unmeasured grab of every user before the steps was answered.
@@ -684,14 +684,6 @@ func (s StepResult) holds(p99Max float64) bool {
 	return s.Sent > 0 && s.Latency.P99 <= p99Max && float64(s.failures()) <= 0.001*float64(total)
 }
 
-// heldEveryRound reports whether every round of the step held the bound.
-func (s StepResult) heldEveryRound(p99Max float64) bool {
-	if len(s.Rounds) > 0 {
-		return s.RoundsHeld == len(s.Rounds)
-	}
-	return s.holds(p99Max)
-}
-
 // medianRound is a step's result from its rounds: the figures of the round with the median
 // p99 (the upper median; closed loop: the median answers/s), the rounds kept beside them. One
 // round is the step itself.
@@ -727,17 +719,12 @@ func compare(o httpOpts, loads []*grabTarget) {
 	}
 	for _, g := range loads {
 		if o.closed == 0 {
+			held, heldEveryRound := true, o.repeat > 1
 			for _, s := range g.res.Steps {
-				if !s.holds(o.p99Max) {
-					break
+				if held = held && s.holds(o.p99Max); held {
+					g.res.MaxRateP99OK = s.Rate
 				}
-				g.res.MaxRateP99OK = s.Rate
-			}
-			if o.repeat > 1 {
-				for _, s := range g.res.Steps {
-					if !s.heldEveryRound(o.p99Max) {
-						break
-					}
+				if heldEveryRound = heldEveryRound && s.RoundsHeld == len(s.Rounds); heldEveryRound {
 					g.res.MaxRateEveryRound = s.Rate
 				}
 			}
@@ -757,7 +744,7 @@ func compare(o httpOpts, loads []*grabTarget) {
 			g.res.MaxRateVsFloor2 = round3(g.res.MaxRateP99OK / f2.res.MaxRateP99OK)
 		}
 		if f2.res.MaxRateEveryRound > 0 {
-			g.res.MaxRateEveryRoundVsFloor = round3(g.res.MaxRateEveryRound / f2.res.MaxRateEveryRound)
+			g.res.MaxRateEveryRoundVsFloor2 = round3(g.res.MaxRateEveryRound / f2.res.MaxRateEveryRound)
 		}
 	}
 }
@@ -818,8 +805,8 @@ func printSummary(out *output, res *HTTPResult) {
 			}
 			if res.Repeat > 1 {
 				line += fmt.Sprintf(" by the median of %d rounds, in every round up to %g/s", res.Repeat, t.MaxRateEveryRound)
-				if t.MaxRateEveryRoundVsFloor > 0 {
-					line += fmt.Sprintf(" (%.2f× floor2's)", t.MaxRateEveryRoundVsFloor)
+				if t.MaxRateEveryRoundVsFloor2 > 0 {
+					line += fmt.Sprintf(" (%.2f× floor2's)", t.MaxRateEveryRoundVsFloor2)
 				}
 			}
 			line += ";"
