@@ -112,3 +112,11 @@ npm_ensure() {
 			die "${spec%@*} ${spec##*@} still missing in $dir after npm install (log: $log)"
 	done
 }
+
+# cluster_settings: the local Redis Cluster's base directory ($dir) and ports ($ports, an
+# array), from SURGE_CLUSTER_DIR and SURGE_CLUSTER_PORTS or their defaults; ensure, stop and
+# with-redis-cluster.sh share them.
+cluster_settings() {
+	dir=${SURGE_CLUSTER_DIR:-/tmp/surge-cluster}
+	read -r -a ports <<<"${SURGE_CLUSTER_PORTS:-7101 7102 7103}"
+}

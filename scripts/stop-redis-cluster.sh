@@ -13,8 +13,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-dir=${SURGE_CLUSTER_DIR:-/tmp/surge-cluster}
-read -r -a ports <<<"${SURGE_CLUSTER_PORTS:-7101 7102 7103}"
+cluster_settings
 wait_s=${SURGE_CLUSTER_WAIT:-30}
 check_uint SURGE_CLUSTER_WAIT "$wait_s"
 [ "${#ports[@]}" -ge 1 ] || die "SURGE_CLUSTER_PORTS is empty"

@@ -22,8 +22,7 @@ if [ -n "${SURGE_TEST_REDIS_CLUSTER_ADDRS:-}" ]; then
 	exec "$@"
 fi
 
-dir=${SURGE_CLUSTER_DIR:-/tmp/surge-cluster}
-read -r -a ports <<<"${SURGE_CLUSTER_PORTS:-7101 7102 7103}"
+cluster_settings
 # Runs that use this cluster at once (two `make test` on one machine) each hold a lease, a
 # file named by their pid; the nodes a run started are noted in "started". Whichever run ends
 # last stops those nodes, so no run stops a cluster that another one is still testing on,
