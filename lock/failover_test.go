@@ -364,3 +364,80 @@ func TestReplicaCheckClusterRouting(t *testing.T) {
 		}
 	}
 }
+
+// TestRedlockNodeFailover: a Redlock node whose master fails over to a lagging replica
+// forgets its grant, like a node restarted without its data. When the first holder had a
+// bare majority (here node 2 was down), the second holder then finds a majority free: two
+// holders. With the replica check on each node (RedlockOptions.ReplicaAcks), the lagging
+// node's grant does not count, so the first holder never had its majority; and a node whose
+// replica acknowledged the grant keeps it through its failover.
+func TestRedlockNodeFailover(t *testing.T) {
+	cases := []struct {
+		name    string
+		acks    int
+		lagging bool
+		// second: whether the second Redlock obtains; first: whether the first did.
+		first, second bool
+	}{
+		{"without check", 0, true, true, true},
+		{"with check, lagging replica", 1, true, false, true},
+		{"with check, replica in sync", 1, false, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			m0 := testenv.StartRedis(t)
+			r0 := testenv.StartReplica(t, m0)
+			m1 := testenv.StartRedis(t)
+			testenv.StartReplica(t, m1)
+			m2 := testenv.StartRedis(t)
+			clients := func(addrs ...string) []redis.UniversalClient {
+				var cs []redis.UniversalClient
+				for _, a := range addrs {
+					c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialerRetries: 1})
+					t.Cleanup(func() { _ = c.Close() })
+					cs = append(cs, c)
+				}
+				return cs
+			}
+			m := lock.NewMetrics(nil)
+			first := lock.NewRedlock(clients(m0.Addr, m1.Addr, m2.Addr),
+				// A fresh node has not seen the script: its first call may wait twice (see
+				// runAcked), so the node timeout leaves room for two WAITs.
+				lock.RedlockOptions{ReplicaAcks: tc.acks, ReplicaTimeout: 200 * time.Millisecond, NodeTimeout: time.Second, Metrics: m})
+			defer first.Close()
+			name := uniq("redlock-failover")
+
+			m2.Kill() // down while the first holder takes the lock: a bare majority
+			if tc.lagging {
+				testenv.Lag(t, m0, r0)
+			}
+			l1, err := first.Obtain(ctx, name, lock.LockOptions{Lease: 10 * time.Second})
+			if tc.first != (err == nil) {
+				t.Fatalf("first Redlock: %v, want obtained %v", err, tc.first)
+			}
+			t.Logf("first Redlock: %v", err)
+			if n, want := testutil.ToFloat64(m.NotReplicated), map[bool]float64{true: 1}[tc.acks > 0 && tc.lagging]; n != want {
+				t.Errorf("NotReplicated = %v, want %v (node 0's grant)", n, want)
+			}
+			failover(m0, r0)
+			m2.Start() // back, empty
+			second := lock.NewRedlock(clients(r0.Addr, m1.Addr, m2.Addr), lock.RedlockOptions{})
+			defer second.Close()
+			l2, err := second.Obtain(ctx, name, lock.LockOptions{Lease: 10 * time.Second})
+			t.Logf("second Redlock: %v", err)
+			if tc.second != (err == nil) {
+				t.Fatalf("second Redlock: %v, want obtained %v", err, tc.second)
+			}
+			if l1 != nil && l2 != nil {
+				if !l1.Valid() {
+					t.Fatal("the first handle is no longer Valid: the hazard did not show")
+				}
+				t.Logf("two holders: fences %d (first) and %d (second)", l1.Fence(), l2.Fence())
+			}
+			if l2 != nil {
+				_ = l2.Release(ctx)
+			}
+		})
+	}
+}

@@ -119,7 +119,9 @@ func mastersOf(ctx context.Context, rdb redis.UniversalClient, keys []string) (m
 
 // runAcked runs the calls idx on node in one pipeline that ends in WAIT, and stores their
 // results in res. Calls that met NOSCRIPT (they did not run) are sent again with EVAL, in a
-// second pipeline with a WAIT of its own.
+// second pipeline with a WAIT of its own. So the first call of a script on a node (a fresh
+// node, a replica just promoted) sends two WAITs: when too few replicas answer, it takes two
+// ReplicaTimeouts (within the caller's deadline) before ErrNotReplicated.
 func runAcked[T any](ctx context.Context, c *Client, node *redis.Client, keys []string, idx []int,
 	call func(i int) lua.Call[T], wrote func(T) bool, res []result[T]) {
 	want := int64(c.opts.ReplicaAcks)

@@ -44,8 +44,9 @@ func (r *RedisServer) info(section string) string {
 }
 
 // StartReplica starts a private redis-server replicating master and waits until it is in
-// sync: its link is up and the master counts it online. The master is set to sync at once
-// (repl-diskless-sync-delay 0; Redis 7 waits 5 s by default for more replicas to join).
+// sync: its link is up, the master counts it online, and it acknowledged a write (WAIT). The
+// master is set to sync at once (repl-diskless-sync-delay 0; Redis 7 waits 5 s by default for
+// more replicas to join).
 func StartReplica(t testing.TB, master *RedisServer, args ...string) *RedisServer {
 	t.Helper()
 	master.Do("config", "set", "repl-diskless-sync-delay", "0")
@@ -60,7 +61,29 @@ func StartReplica(t testing.TB, master *RedisServer, args ...string) *RedisServe
 		}
 		return nil
 	})
+	waitReplicated(t, master, 1, "testenv:replicated")
 	return r
+}
+
+// waitReplicated writes key on master and waits until n replicas have it. After a diskless
+// sync the master streams writes to a replica only once the replica's first ACK came (it
+// sends one a second): until then a WAIT can take up to 1 s.
+func waitReplicated(t testing.TB, master *RedisServer, n int, key string) {
+	t.Helper()
+	var acks int64
+	err := master.admin(func(ctx context.Context, c *redis.Client) error {
+		var wait *redis.IntCmd
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Incr(ctx, key)
+			wait = redis.NewIntCmd(ctx, "wait", n, 2000) // within go-redis' 3 s ReadTimeout
+			return p.Process(ctx, wait)
+		})
+		acks = wait.Val()
+		return err
+	})
+	if err != nil || acks < int64(n) {
+		t.Fatalf("master %s: %d of %d replicas acknowledged a write in 2 s (%v)", master.Addr, acks, n, err)
+	}
 }
 
 // Lag makes replica fall behind master for good: the replica is frozen (SIGSTOP) and the
@@ -162,7 +185,21 @@ func StartCluster(t testing.TB, masters, replicas int) *PrivateCluster {
 		}
 		return nil
 	})
+	for i, m := range pc.Masters {
+		waitReplicated(t, m, replicas, keyOn(t, m, i*16384/masters, (i+1)*16384/masters-1))
+	}
 	return pc
+}
+
+// keyOn is a key whose slot is in [first, last], found by asking node (CLUSTER KEYSLOT).
+func keyOn(t testing.TB, node *RedisServer, first, last int) string {
+	t.Helper()
+	for i := 0; ; i++ {
+		key := fmt.Sprintf("testenv:replicated:%d", i)
+		if slot, _ := node.Do("cluster", "keyslot", key).(int64); int(slot) >= first && int(slot) <= last {
+			return key
+		}
+	}
 }
 
 // Client returns a ClusterClient on the cluster (closed at cleanup); opts may be nil.
