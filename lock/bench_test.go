@@ -102,50 +102,49 @@ func BenchmarkReplicaCheck(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	report := func(b *testing.B, tOff, tOn time.Duration, n int64) {
-		b.ReportMetric(float64(tOff)/float64(n), "off-ns/op")
-		b.ReportMetric(float64(tOn)/float64(n), "on-ns/op")
-		b.ReportMetric(float64(tOn)/float64(tOff), "on/off")
+	// tally is the time of n ops on each client.
+	type tally struct {
+		off, on time.Duration
+		n       int64
+	}
+	// add runs one op on each client, the first of them alternating, and adds their times.
+	add := func(b *testing.B, t *tally, name string) {
+		if t.n%2 == 0 {
+			t.off += op(b, off, name)
+			t.on += op(b, on, name)
+		} else {
+			t.on += op(b, on, name)
+			t.off += op(b, off, name)
+		}
+		t.n++
+	}
+	report := func(b *testing.B, t tally) {
+		b.ReportMetric(float64(t.off)/float64(t.n), "off-ns/op")
+		b.ReportMetric(float64(t.on)/float64(t.n), "on-ns/op")
+		b.ReportMetric(float64(t.on)/float64(t.off), "on/off")
 	}
 	b.Run("serial", func(b *testing.B) {
 		name := uniq("bench-replica")
-		var tOff, tOn time.Duration
-		var n int64
+		var t tally
 		for b.Loop() {
-			if n%2 == 0 { // alternate which goes first
-				tOff += op(b, off, name)
-				tOn += op(b, on, name)
-			} else {
-				tOn += op(b, on, name)
-				tOff += op(b, off, name)
-			}
-			n++
+			add(b, &t, name)
 		}
-		report(b, tOff, tOn, n)
+		report(b, t)
 	})
 	b.Run("parallel", func(b *testing.B) {
 		var mu sync.Mutex
-		var tOff, tOn time.Duration
-		var n int64
+		var all tally
 		b.SetParallelism(16)
 		b.RunParallel(func(pb *testing.PB) {
 			name := uniq("bench-replica")
-			var myOff, myOn time.Duration
-			var mine int64
+			var t tally
 			for pb.Next() {
-				if mine%2 == 0 {
-					myOff += op(b, off, name)
-					myOn += op(b, on, name)
-				} else {
-					myOn += op(b, on, name)
-					myOff += op(b, off, name)
-				}
-				mine++
+				add(b, &t, name)
 			}
 			mu.Lock()
-			tOff, tOn, n = tOff+myOff, tOn+myOn, n+mine
+			all = tally{all.off + t.off, all.on + t.on, all.n + t.n}
 			mu.Unlock()
 		})
-		report(b, tOff, tOn, n)
+		report(b, all)
 	})
 }

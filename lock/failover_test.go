@@ -47,6 +47,17 @@ func lockClient(t *testing.T, addr string, opts lock.Options) (*redis.Client, *l
 	return rdb, c
 }
 
+// eachKind runs fn for each lock kind, as a subtest, on a fresh private master with one
+// replica in sync.
+func eachKind(t *testing.T, fn func(t *testing.T, kind lockKind, master, replica *testenv.RedisServer)) {
+	for _, kind := range lockKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			master := testenv.StartRedis(t)
+			fn(t, kind, master, testenv.StartReplica(t, master))
+		})
+	}
+}
+
 // checked are the options of a client with the replica check.
 func checked(m *lock.Metrics) lock.Options {
 	return lock.Options{ReplicaAcks: 1, ReplicaTimeout: 200 * time.Millisecond, Metrics: m}
@@ -75,162 +86,146 @@ func failover(master, replica *testenv.RedisServer) {
 // takes the same lock on the new master while A's handle still says Valid. Two holders. The
 // fencing tokens still order them: B's is greater, so a fenced write refuses A.
 func TestLaggingFailoverWithoutReplicaCheck(t *testing.T) {
-	for _, kind := range lockKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			ctx := context.Background()
-			master := testenv.StartRedis(t)
-			replica := testenv.StartReplica(t, master)
-			_, a := lockClient(t, master.Addr, lock.Options{})
-			name := uniq("lagging")
+	eachKind(t, func(t *testing.T, kind lockKind, master, replica *testenv.RedisServer) {
+		ctx := context.Background()
+		_, a := lockClient(t, master.Addr, lock.Options{})
+		name := uniq("lagging")
 
-			testenv.Lag(t, master, replica)
-			la, err := kind.obtain(ctx, a, name, lock.LockOptions{Lease: 10 * time.Second})
-			if err != nil {
-				t.Fatalf("A on the master: %v", err)
-			}
-			failover(master, replica)
-			_, b := lockClient(t, replica.Addr, lock.Options{})
-			lb, err := kind.obtain(ctx, b, name, lock.LockOptions{Lease: 10 * time.Second})
-			if err != nil {
-				t.Fatalf("B on the promoted replica: %v; the hazard did not show", err)
-			}
-			defer lb.Release(ctx)
-			if !la.Valid() {
-				t.Fatal("A's handle is no longer Valid: the hazard did not show")
-			}
-			t.Logf("%s: B holds %v (fence %d) while A's handle is Valid (fence %d)", kind.name, lb.Names(), lb.Fence(), la.Fence())
-			if lb.Fence() <= la.Fence() {
-				t.Errorf("B's fence %d is not greater than A's %d: fencing would not refuse A", lb.Fence(), la.Fence())
-			}
-		})
-	}
+		testenv.Lag(t, master, replica)
+		la, err := kind.obtain(ctx, a, name, lock.LockOptions{Lease: 10 * time.Second})
+		if err != nil {
+			t.Fatalf("A on the master: %v", err)
+		}
+		failover(master, replica)
+		_, b := lockClient(t, replica.Addr, lock.Options{})
+		lb, err := kind.obtain(ctx, b, name, lock.LockOptions{Lease: 10 * time.Second})
+		if err != nil {
+			t.Fatalf("B on the promoted replica: %v; the hazard did not show", err)
+		}
+		defer lb.Release(ctx)
+		if !la.Valid() {
+			t.Fatal("A's handle is no longer Valid: the hazard did not show")
+		}
+		t.Logf("%s: B holds %v (fence %d) while A's handle is Valid (fence %d)", kind.name, lb.Names(), lb.Fence(), la.Fence())
+		if lb.Fence() <= la.Fence() {
+			t.Errorf("B's fence %d is not greater than A's %d: fencing would not refuse A", lb.Fence(), la.Fence())
+		}
+	})
 }
 
 // TestLaggingFailoverWithReplicaCheck is the same failover with the replica check: no replica
 // acknowledges A's acquisition, so A does not get the lock (ErrNotReplicated, counted), its
 // write is undone on the master, and B alone holds the lock after the failover.
 func TestLaggingFailoverWithReplicaCheck(t *testing.T) {
-	for _, kind := range lockKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			ctx := context.Background()
-			master := testenv.StartRedis(t)
-			replica := testenv.StartReplica(t, master)
-			m := lock.NewMetrics(nil)
-			rdbA, a := lockClient(t, master.Addr, checked(m))
-			name := uniq("lagging-checked")
-			names := kind.names(name)
+	eachKind(t, func(t *testing.T, kind lockKind, master, replica *testenv.RedisServer) {
+		ctx := context.Background()
+		m := lock.NewMetrics(nil)
+		rdbA, a := lockClient(t, master.Addr, checked(m))
+		name := uniq("lagging-checked")
+		names := kind.names(name)
 
-			testenv.Lag(t, master, replica)
-			la, err := kind.obtain(ctx, a, name, lock.LockOptions{Lease: 10 * time.Second})
-			if !errors.Is(err, lock.ErrNotReplicated) || la != nil {
-				t.Fatalf("A with no replica in sync: %v, %v; want ErrNotReplicated", la, err)
+		testenv.Lag(t, master, replica)
+		la, err := kind.obtain(ctx, a, name, lock.LockOptions{Lease: 10 * time.Second})
+		if !errors.Is(err, lock.ErrNotReplicated) || la != nil {
+			t.Fatalf("A with no replica in sync: %v, %v; want ErrNotReplicated", la, err)
+		}
+		t.Logf("A: %v", err)
+		if n := testutil.ToFloat64(m.NotReplicated); n != 1 {
+			t.Errorf("NotReplicated = %v, want 1", n)
+		}
+		// The undo runs in the background: A's keys leave the master shortly.
+		for deadline := time.Now().Add(2 * time.Second); present(t, rdbA, a, names) > 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("A's unacknowledged acquisition is still on the master: %d of %v", present(t, rdbA, a, names), names)
 			}
-			t.Logf("A: %v", err)
-			if n := testutil.ToFloat64(m.NotReplicated); n != 1 {
-				t.Errorf("NotReplicated = %v, want 1", n)
-			}
-			// The undo runs in the background: A's keys leave the master shortly.
-			for deadline := time.Now().Add(2 * time.Second); present(t, rdbA, a, names) > 0; time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("A's unacknowledged acquisition is still on the master: %d of %v", present(t, rdbA, a, names), names)
-				}
-			}
-			failover(master, replica)
-			_, b := lockClient(t, replica.Addr, lock.Options{})
-			lb, err := kind.obtain(ctx, b, name, lock.LockOptions{Lease: 10 * time.Second})
-			if err != nil {
-				t.Fatalf("B on the promoted replica: %v", err)
-			}
-			if err := lb.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+		}
+		failover(master, replica)
+		_, b := lockClient(t, replica.Addr, lock.Options{})
+		lb, err := kind.obtain(ctx, b, name, lock.LockOptions{Lease: 10 * time.Second})
+		if err != nil {
+			t.Fatalf("B on the promoted replica: %v", err)
+		}
+		if err := lb.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // TestFailoverToSyncedReplicaWithReplicaCheck: with the replica in sync, the checked
 // acquisition succeeds and the replica has the lock the moment Obtain returns; after the
 // master dies and the replica is promoted, B cannot take the lock while A holds it.
 func TestFailoverToSyncedReplicaWithReplicaCheck(t *testing.T) {
-	for _, kind := range lockKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			ctx := context.Background()
-			master := testenv.StartRedis(t)
-			replica := testenv.StartReplica(t, master)
-			_, a := lockClient(t, master.Addr, checked(nil))
-			rdbR := redis.NewClient(&redis.Options{Addr: replica.Addr})
-			defer rdbR.Close()
-			name := uniq("synced")
+	eachKind(t, func(t *testing.T, kind lockKind, master, replica *testenv.RedisServer) {
+		ctx := context.Background()
+		_, a := lockClient(t, master.Addr, checked(nil))
+		rdbR := redis.NewClient(&redis.Options{Addr: replica.Addr})
+		defer rdbR.Close()
+		name := uniq("synced")
 
-			la, err := kind.obtain(ctx, a, name, lock.LockOptions{Lease: 10 * time.Second})
-			if err != nil {
-				t.Fatalf("A with the replica in sync: %v", err)
-			}
-			if n := present(t, rdbR, a, kind.names(name)); n != len(kind.names(name)) {
-				t.Fatalf("the replica has %d of A's %d keys when Obtain returns", n, len(kind.names(name)))
-			}
-			if err := la.Extend(ctx, 10*time.Second); err != nil {
-				t.Fatalf("Extend with the replica in sync: %v", err)
-			}
-			failover(master, replica)
-			_, b := lockClient(t, replica.Addr, lock.Options{})
-			if lb, err := kind.obtain(ctx, b, name, lock.LockOptions{Wait: 100 * time.Millisecond}); !errors.Is(err, lock.ErrNotObtained) {
-				t.Fatalf("B on the promoted replica while A holds: %v, %v; want ErrNotObtained", lb, err)
-			}
-			if !la.Valid() {
-				t.Fatal("A's handle is not Valid")
-			}
-		})
-	}
+		la, err := kind.obtain(ctx, a, name, lock.LockOptions{Lease: 10 * time.Second})
+		if err != nil {
+			t.Fatalf("A with the replica in sync: %v", err)
+		}
+		if n := present(t, rdbR, a, kind.names(name)); n != len(kind.names(name)) {
+			t.Fatalf("the replica has %d of A's %d keys when Obtain returns", n, len(kind.names(name)))
+		}
+		if err := la.Extend(ctx, 10*time.Second); err != nil {
+			t.Fatalf("Extend with the replica in sync: %v", err)
+		}
+		failover(master, replica)
+		_, b := lockClient(t, replica.Addr, lock.Options{})
+		if lb, err := kind.obtain(ctx, b, name, lock.LockOptions{Wait: 100 * time.Millisecond}); !errors.Is(err, lock.ErrNotObtained) {
+			t.Fatalf("B on the promoted replica while A holds: %v, %v; want ErrNotObtained", lb, err)
+		}
+		if !la.Valid() {
+			t.Fatal("A's handle is not Valid")
+		}
+	})
 }
 
 // TestReplicaCheckRenewal: a renewal that no replica acknowledges loses the lock, whether
 // Extend or the watchdog made it: the replicas know an older lease than the handle would.
 func TestReplicaCheckRenewal(t *testing.T) {
-	for _, kind := range lockKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			ctx := context.Background()
-			master := testenv.StartRedis(t)
-			replica := testenv.StartReplica(t, master)
-			m := lock.NewMetrics(nil)
-			opts := checked(m)
-			// Renewed every second, each renewal given 500 ms: room for a 200 ms WAIT, which
-			// Redis may answer up to 100 ms late (it checks WAIT timeouts on its cron).
-			opts.WatchdogLease = 3 * time.Second
-			_, a := lockClient(t, master.Addr, opts)
-			manual, err := kind.obtain(ctx, a, uniq("renew-manual"), lock.LockOptions{Lease: 10 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			watched, err := kind.obtain(ctx, a, uniq("renew-watchdog"), lock.LockOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			testenv.Lag(t, master, replica)
+	eachKind(t, func(t *testing.T, kind lockKind, master, replica *testenv.RedisServer) {
+		ctx := context.Background()
+		m := lock.NewMetrics(nil)
+		opts := checked(m)
+		// Renewed every second, each renewal given 500 ms: room for a 200 ms WAIT, which
+		// Redis may answer up to 100 ms late (it checks WAIT timeouts on its cron).
+		opts.WatchdogLease = 3 * time.Second
+		_, a := lockClient(t, master.Addr, opts)
+		manual, err := kind.obtain(ctx, a, uniq("renew-manual"), lock.LockOptions{Lease: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		watched, err := kind.obtain(ctx, a, uniq("renew-watchdog"), lock.LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testenv.Lag(t, master, replica)
 
-			err = manual.Extend(ctx, 10*time.Second)
-			if !errors.Is(err, lock.ErrNotReplicated) || !errors.Is(err, lock.ErrLockLost) {
-				t.Fatalf("Extend with no replica in sync: %v; want ErrLockLost and ErrNotReplicated", err)
-			}
-			if manual.Valid() {
-				t.Error("Valid after an unacknowledged renewal")
-			}
-			waitDone(t, manual, time.Second) // a reentrant handle's Context follows its lease's
-			if cause := context.Cause(manual.Context()); !errors.Is(cause, lock.ErrNotReplicated) {
-				t.Errorf("Context cause %v, want ErrNotReplicated", cause)
-			}
-			waitDone(t, watched, 3*time.Second)
-			if cause := context.Cause(watched.Context()); !errors.Is(cause, lock.ErrNotReplicated) || !errors.Is(cause, lock.ErrLockLost) {
-				t.Errorf("watchdog: Context cause %v, want ErrLockLost and ErrNotReplicated", cause)
-			}
-			if watched.Valid() {
-				t.Error("watchdog: Valid after an unacknowledged renewal")
-			}
-			if lost, nr := testutil.ToFloat64(m.Lost), testutil.ToFloat64(m.NotReplicated); lost != 2 || nr != 2 {
-				t.Errorf("Lost = %v, NotReplicated = %v; want 2 and 2", lost, nr)
-			}
-		})
-	}
+		err = manual.Extend(ctx, 10*time.Second)
+		if !errors.Is(err, lock.ErrNotReplicated) || !errors.Is(err, lock.ErrLockLost) {
+			t.Fatalf("Extend with no replica in sync: %v; want ErrLockLost and ErrNotReplicated", err)
+		}
+		if manual.Valid() {
+			t.Error("Valid after an unacknowledged renewal")
+		}
+		waitDone(t, manual, time.Second) // a reentrant handle's Context follows its lease's
+		if cause := context.Cause(manual.Context()); !errors.Is(cause, lock.ErrNotReplicated) {
+			t.Errorf("Context cause %v, want ErrNotReplicated", cause)
+		}
+		waitDone(t, watched, 3*time.Second)
+		if cause := context.Cause(watched.Context()); !errors.Is(cause, lock.ErrNotReplicated) || !errors.Is(cause, lock.ErrLockLost) {
+			t.Errorf("watchdog: Context cause %v, want ErrLockLost and ErrNotReplicated", cause)
+		}
+		if watched.Valid() {
+			t.Error("watchdog: Valid after an unacknowledged renewal")
+		}
+		if lost, nr := testutil.ToFloat64(m.Lost), testutil.ToFloat64(m.NotReplicated); lost != 2 || nr != 2 {
+			t.Errorf("Lost = %v, NotReplicated = %v; want 2 and 2", lost, nr)
+		}
+	})
 }
 
 // TestReplicaCheckHonoursDeadline: WAIT blocks in Redis, so its timeout is cut to the caller's

@@ -24,7 +24,7 @@ import (
 // WAIT is keyless and applies to the connection it arrives on, so it must follow the script
 // on the same connection of the node that owns the key: it goes in the same pipeline, sent to
 // that node's own client. go-redis would send a keyless command in a Cluster pipeline to any
-// master, and ClusterClient.Wait to a random node; so on a Cluster each key's master client
+// master, and ClusterClient.Wait to any node; so on a Cluster each key's master client
 // (MasterForKey) runs its scripts and a WAIT in one pipeline (one connection). A single node
 // or a Sentinel failover client (*redis.Client) runs the pipeline as it is.
 

@@ -131,7 +131,8 @@ type PrivateCluster struct {
 func StartCluster(t testing.TB, masters, replicas int) *PrivateCluster {
 	t.Helper()
 	node := func() *RedisServer {
-		return StartRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+		return StartRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000",
+			"--repl-diskless-sync-delay", "0")
 	}
 	pc := &PrivateCluster{}
 	var all []*RedisServer
