@@ -29,7 +29,7 @@ func TestCancelOvertakesAcquire(t *testing.T) {
 		if _, err := releaseToken(ctx, rdb, k, token, true); err != nil {
 			t.Fatal(err)
 		}
-		g, err := obtainToken(ctx, rdb, k, token, lease)
+		g, err := c.obtainToken(ctx, k, token, lease)
 		if err != nil || g.Taken {
 			t.Fatalf("simple acquisition after its cancel: %+v, %v; want not taken", g, err)
 		}
@@ -41,7 +41,7 @@ func TestCancelOvertakesAcquire(t *testing.T) {
 		if _, err := releaseHold(ctx, rdb, k, holdID, true); err != nil {
 			t.Fatal(err)
 		}
-		g, err = obtainHold(ctx, rdb, k, "owner", holdID, lease)
+		g, err = c.obtainHold(ctx, k, "owner", holdID, lease)
 		if err != nil || g.Taken {
 			t.Fatalf("reentrant acquisition after its cancel: %+v, %v; want not taken", g, err)
 		}
@@ -52,7 +52,7 @@ func TestCancelOvertakesAcquire(t *testing.T) {
 		// In the usual order the cancel gives back exactly the hold it names.
 		other, mine := rand.Text(), rand.Text()
 		for _, id := range []string{other, mine} {
-			if g, err := obtainHold(ctx, rdb, k, "owner", id, lease); err != nil || !g.Taken {
+			if g, err := c.obtainHold(ctx, k, "owner", id, lease); err != nil || !g.Taken {
 				t.Fatalf("hold %s: %+v, %v", id, g, err)
 			}
 		}

@@ -113,3 +113,28 @@ func ExampleClient_ObtainMulti() {
 	// both held: true
 	// <nil>
 }
+
+// The replica check: a lock counts only once a replica has it, so that a failover to that
+// replica keeps it (see the package documentation, "Failover"). The test suite's Redis has
+// no replica: there, the acquisition is refused and undone.
+func ExampleOptions_replicaAcks() {
+	ctx := context.Background()
+	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
+	defer rdb.Close()
+	locks := lock.New(rdb, lock.Options{ReplicaAcks: 1, ReplicaTimeout: 100 * time.Millisecond})
+	defer locks.Close()
+
+	l, err := locks.Obtain(ctx, "example:payout:3", lock.LockOptions{})
+	switch {
+	case errors.Is(err, lock.ErrNotReplicated):
+		// Released again on the master. A replica is down or lagging: retry later, or alert.
+		fmt.Println("not obtained: no replica acknowledged it in time")
+		return
+	case err != nil:
+		panic(err)
+	}
+	defer l.Release(ctx)
+	fmt.Println("obtained, and a replica has it")
+	// Output: not obtained: no replica acknowledged it in time
+}

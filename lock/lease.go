@@ -138,7 +138,7 @@ func (l *lease) lostErr() error {
 
 // extend sets the lease to ttl in Redis (capped by MaxHold) and moves the local deadline.
 // The request is given up at the current deadline: a renewal answered later cannot save
-// the lock.
+// the lock. A renewal the replicas did not acknowledge (ErrNotReplicated) loses the lock.
 func (l *lease) extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.lostErr(); err != nil {
 		return err
@@ -153,6 +153,11 @@ func (l *lease) extend(ctx context.Context, ttl time.Duration) error {
 	rctx, cancel := context.WithDeadline(ctx, l.currentDeadline())
 	err := l.refresh(rctx, ttl)
 	cancel()
+	if errors.Is(err, ErrNotReplicated) && !errors.Is(err, ErrLockLost) {
+		// The master has the new lease, its replicas an older one: after a failover the lock
+		// may expire before the deadline this renewal would set. Not to be trusted.
+		err = fmt.Errorf("%w: %w", ErrLockLost, err)
+	}
 	switch {
 	case err == nil:
 		if !l.prolong(start.Add(ttl), false) {

@@ -52,8 +52,21 @@ type Options struct {
 	// WatchdogLease is the lease of locks obtained without an explicit one; a watchdog renews
 	// it every WatchdogLease/3 while the lock is held. (30 s)
 	WatchdogLease time.Duration
-	// Metrics counts lost locks (NewMetrics). (none)
+	// Metrics counts lost locks and writes replicas did not acknowledge (NewMetrics). (none)
 	Metrics *Metrics
+	// ReplicaAcks turns on the replica check: every acquisition and renewal (watchdog,
+	// Extend; simple, reentrant and multi locks) waits, on the connection that ran its
+	// script, until this many replicas of the master acknowledged it (WAIT). An acquisition
+	// not acknowledged within ReplicaTimeout is undone and fails with ErrNotReplicated; a
+	// renewal not acknowledged loses the lock. With it, a lock survives the failover to any
+	// replica that acknowledged it; see the package documentation, "Failover". The client
+	// must be a *redis.Client (a single node, a Sentinel failover client) or a
+	// *redis.ClusterClient. (0: no check)
+	ReplicaAcks int
+	// ReplicaTimeout bounds each WAIT, and so what an acquisition costs when fewer than
+	// ReplicaAcks replicas answer. WAIT is also cut to the caller's deadline and to half the
+	// client's ReadTimeout. (1 s)
+	ReplicaTimeout time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -62,6 +75,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.WatchdogLease <= 0 {
 		o.WatchdogLease = 30 * time.Second
+	}
+	if o.ReplicaTimeout <= 0 {
+		o.ReplicaTimeout = time.Second
 	}
 }
 
@@ -106,6 +122,7 @@ func New(rdb redis.UniversalClient, opts Options) *Client {
 	if rdb == nil {
 		panic("lock: New with a nil redis client")
 	}
+	checkReplicaClient(rdb, opts)
 	opts.setDefaults()
 	return &Client{
 		rdb:   rdb,
@@ -184,7 +201,7 @@ func (c *Client) Obtain(ctx context.Context, name string, o LockOptions) (*Lock,
 	}
 	l := &Lock{names: []string{name}, fences: []int64{fence}}
 	l.lease = c.reg.startLease(ctx, start, ttl, o, func(ctx context.Context, ttl time.Duration) error {
-		held, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (bool, error) { return extendToken(ctx, c.rdb, k, token, ttl) })
+		held, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (bool, error) { return c.extendToken(ctx, k, token, ttl) })
 		if err != nil {
 			return fmt.Errorf("lock: extend %s: %w", k.lock, err)
 		}

@@ -97,9 +97,9 @@ func (m *multi) tryAll(ctx context.Context, ttl time.Duration) ([]int64, error) 
 	m.token = rand.Text()
 	token := m.token
 	obtainAll := func(ctx context.Context) ([]result[grant], error) {
-		return runAll(ctx, m.c.rdb, func(i int) lua.Call[grant] {
+		return runAll(ctx, m.c, m.lockKeys(), func(i int) lua.Call[grant] {
 			return lua.LockObtain(m.keys[i].acquisition(token), token, ttl, fenceTTL(ttl))
-		}, len(m.keys)), nil
+		}, taken), nil
 	}
 	res, err := redisctx.DoThen(ctx, m.c.rdb, obtainAll, func(res []result[grant], _ error) {
 		m.c.cancelLater(token, m.uncertain(res)...)
@@ -185,11 +185,11 @@ func (m *multi) inOrder(ctx context.Context, ttl, wait time.Duration, deadline t
 
 // extend renews every name; an ErrLockLost if any is no longer held.
 func (m *multi) extend(ctx context.Context, ttl time.Duration) error {
-	held, err := m.runEach(ctx, func(k keys) lua.Call[bool] { return lua.LockExtend(k.lock, m.token, ttl) })
+	renewed, err := m.runEach(ctx, func(k keys) lua.Call[bool] { return lua.LockExtend(k.lock, m.token, ttl) }, held)
 	if err != nil {
 		return fmt.Errorf("lock: extend %s: %w", m.keys[0].lock, err)
 	}
-	for i, r := range held {
+	for i, r := range renewed {
 		if r.err != nil {
 			return fmt.Errorf("lock: extend %s: %w", m.keys[i].lock, r.err)
 		}
@@ -202,7 +202,7 @@ func (m *multi) extend(ctx context.Context, ttl time.Duration) error {
 
 // release gives back every name (all of them, even when one was lost).
 func (m *multi) release(ctx context.Context) error {
-	released, err := m.runEach(ctx, func(k keys) lua.Call[bool] { return lua.LockRelease(k.lock, m.token, k.channel, nil) })
+	released, err := m.runEach(ctx, func(k keys) lua.Call[bool] { return lua.LockRelease(k.lock, m.token, k.channel, nil) }, nil)
 	if err != nil {
 		return fmt.Errorf("lock: release %s: %w", m.keys[0].lock, err)
 	}
@@ -219,17 +219,27 @@ func (m *multi) release(ctx context.Context) error {
 	return nil
 }
 
-// runEach runs the call that call builds for each name in one pipeline, through redisctx.
-func (m *multi) runEach(ctx context.Context, call func(k keys) lua.Call[bool]) ([]result[bool], error) {
+// runEach runs the call that call builds for each name in one round trip per node, through
+// redisctx (see runAll: wrote nil for a release, which waits for no replica).
+func (m *multi) runEach(ctx context.Context, call func(k keys) lua.Call[bool], wrote func(bool) bool) ([]result[bool], error) {
 	return redisctx.Do(ctx, m.c.rdb, func(ctx context.Context) ([]result[bool], error) {
-		return runAll(ctx, m.c.rdb, func(i int) lua.Call[bool] { return call(m.keys[i]) }, len(m.keys)), nil
+		return runAll(ctx, m.c, m.lockKeys(), func(i int) lua.Call[bool] { return call(m.keys[i]) }, wrote), nil
 	})
 }
 
-// runAll runs the calls call(0..n-1) in one pipeline (on a Cluster, go-redis splits it by
-// node). EVALSHA first; calls that met NOSCRIPT (a Redis that has not seen the script: it
+// lockKeys are the lock keys of the names.
+func (m *multi) lockKeys() []string {
+	ks := make([]string, len(m.keys))
+	for i, k := range m.keys {
+		ks[i] = k.lock
+	}
+	return ks
+}
+
+// pipelineAll runs the calls call(0..n-1) in one pipeline (on a Cluster, go-redis splits it
+// by node). EVALSHA first; calls that met NOSCRIPT (a Redis that has not seen the script: it
 // did not run) are sent again with EVAL.
-func runAll[T any](ctx context.Context, rdb redis.UniversalClient, call func(i int) lua.Call[T], n int) []result[T] {
+func pipelineAll[T any](ctx context.Context, rdb redis.UniversalClient, call func(i int) lua.Call[T], n int) []result[T] {
 	pending := make([]*lua.Pending[T], n)
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range n {

@@ -28,6 +28,13 @@ type RedlockOptions struct {
 	NodeTimeout time.Duration
 	// Metrics counts lost locks (NewMetrics). (none)
 	Metrics *Metrics
+	// ReplicaAcks and ReplicaTimeout are the replica check of each node (see Options), for
+	// nodes that are masters with replicas of their own: a node's grant or renewal counts
+	// toward the quorum only once ReplicaAcks of its replicas acknowledged it, so a node that
+	// fails over to a lagging replica cannot forget a grant the quorum relied on. Independent
+	// masters without replicas, as the Redlock algorithm describes them, leave it 0. (0, 1 s)
+	ReplicaAcks    int
+	ReplicaTimeout time.Duration
 }
 
 // Redlock is the Redlock algorithm over independent Redis nodes (not replicas of each other,
@@ -66,7 +73,8 @@ func NewRedlock(clients []redis.UniversalClient, opts RedlockOptions) *Redlock {
 	}
 	r := &Redlock{opts: opts, reg: newRegistry(opts.Metrics)}
 	for _, c := range clients {
-		r.nodes = append(r.nodes, New(c, Options{Prefix: opts.Prefix, WatchdogLease: opts.WatchdogLease}))
+		r.nodes = append(r.nodes, New(c, Options{Prefix: opts.Prefix, WatchdogLease: opts.WatchdogLease,
+			ReplicaAcks: opts.ReplicaAcks, ReplicaTimeout: opts.ReplicaTimeout, Metrics: opts.Metrics}))
 	}
 	return r
 }
@@ -158,7 +166,7 @@ func (r *Redlock) Obtain(ctx context.Context, name string, o LockOptions) (*Lock
 		tok := rand.Text()
 		start = time.Now()
 		grants := eachNode(ctx, r, timeout, r.all(), func(ctx context.Context, c *Client) (grant, error) {
-			return obtainToken(ctx, c.rdb, k, tok, ttl)
+			return c.obtainToken(ctx, k, tok, ttl)
 		}, func(i int, g grant, err error) { // answered after its timeout: not counted
 			if err != nil || g.Taken {
 				r.nodes[i].cancelLater(tok, name)
@@ -223,7 +231,7 @@ func (r *Redlock) Obtain(ctx context.Context, name string, o LockOptions) (*Lock
 		ok := 0
 		var nodeErr error
 		for i, res := range eachNode(ctx, r, timeout, r.all(), func(ctx context.Context, c *Client) (bool, error) {
-			return extendToken(ctx, c.rdb, k, token, t+drift)
+			return c.extendToken(ctx, k, token, t+drift)
 		}, nil) {
 			if res.err != nil {
 				nodeErr = fmt.Errorf("node %d: %w", i, res.err)

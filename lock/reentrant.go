@@ -116,7 +116,7 @@ func (r *Reentrant) obtain(ctx context.Context, o LockOptions) (*Lock, error) {
 		start = time.Now()
 		var err error
 		g, err = c.acquire(ctx,
-			func(ctx context.Context) (grant, error) { return obtainHold(ctx, c.rdb, k, owner, holdID, ttl) },
+			func(ctx context.Context) (grant, error) { return c.obtainHold(ctx, k, owner, holdID, ttl) },
 			func(ctx context.Context) error { _, err := releaseHold(ctx, c.rdb, k, holdID, true); return err })
 		if err != nil {
 			return false, 0, fmt.Errorf("lock: obtain %s: %w", k.lock, err)
@@ -158,7 +158,7 @@ func (c *Client) addHandle(ctx context.Context, name, owner, holdID string, fenc
 	if h == nil {
 		h = &hold{key: hk, fence: fence}
 		h.lease = c.reg.startLease(ctx, start, ttl, o, func(ctx context.Context, ttl time.Duration) error {
-			held, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (bool, error) { return extendOwner(ctx, c.rdb, k, owner, ttl) })
+			held, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (bool, error) { return c.extendOwner(ctx, k, owner, ttl) })
 			if err != nil {
 				return fmt.Errorf("lock: extend %s: %w", k.lock, err)
 			}
@@ -260,13 +260,13 @@ func (r *Reentrant) Extend(ctx context.Context, ttl time.Duration) error {
 	h := c.holds[holdKey{r.name, owner}]
 	c.mu.Unlock()
 	if h != nil && h.lease.ctx.Err() == nil {
-		if err := h.lease.extend(ctx, ttl); !errors.Is(err, ErrLockLost) {
+		if err := h.lease.extend(ctx, ttl); !errors.Is(err, ErrLockLost) || errors.Is(err, ErrNotReplicated) {
 			return err
 		}
 		return ErrNotOwner
 	}
 	k := c.keysOf(r.name)
-	held, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (bool, error) { return extendOwner(ctx, c.rdb, k, owner, ttl) })
+	held, err := redisctx.Do(ctx, c.rdb, func(ctx context.Context) (bool, error) { return c.extendOwner(ctx, k, owner, ttl) })
 	if err != nil {
 		return fmt.Errorf("lock: extend %s: %w", k.lock, err)
 	}

@@ -56,9 +56,15 @@ func (k keys) cancel(asked bool, token string) *lua.Cancel {
 	return &lua.Cancel{Tombstone: k.tombstone(token), TTL: tombstoneTTL}
 }
 
+// Acquisitions and renewals run through runOne: with the replica check, one that wrote and
+// was not acknowledged returns ErrNotReplicated. Releases and cancels do not wait for replicas.
+
+func taken(g grant) bool { return g.Taken }
+func held(ok bool) bool  { return ok }
+
 // obtainToken runs lock_obtain.lua: SET NX PX plus the next fencing token.
-func obtainToken(ctx context.Context, rdb redis.UniversalClient, k keys, token string, lease time.Duration) (grant, error) {
-	return lua.LockObtain(k.acquisition(token), token, lease, fenceTTL(lease)).Run(ctx, rdb)
+func (c *Client) obtainToken(ctx context.Context, k keys, token string, lease time.Duration) (grant, error) {
+	return runOne(ctx, c, k.lock, lua.LockObtain(k.acquisition(token), token, lease, fenceTTL(lease)), taken)
 }
 
 // releaseToken runs lock_release.lua: whether the token held the lock (and released it).
@@ -69,14 +75,14 @@ func releaseToken(ctx context.Context, rdb redis.UniversalClient, k keys, token 
 }
 
 // extendToken runs lock_extend.lua: whether the token still held the lock.
-func extendToken(ctx context.Context, rdb redis.UniversalClient, k keys, token string, ttl time.Duration) (bool, error) {
-	return lua.LockExtend(k.lock, token, ttl).Run(ctx, rdb)
+func (c *Client) extendToken(ctx context.Context, k keys, token string, ttl time.Duration) (bool, error) {
+	return runOne(ctx, c, k.lock, lua.LockExtend(k.lock, token, ttl), held)
 }
 
 // obtainHold runs lock_reentrant_obtain.lua: takes the reentrant lock for owner, or adds the
 // hold holdID if owner holds it already.
-func obtainHold(ctx context.Context, rdb redis.UniversalClient, k keys, owner, holdID string, lease time.Duration) (grant, error) {
-	return lua.LockReentrantObtain(k.acquisition(holdID), owner, holdID, lease, fenceTTL(lease)).Run(ctx, rdb)
+func (c *Client) obtainHold(ctx context.Context, k keys, owner, holdID string, lease time.Duration) (grant, error) {
+	return runOne(ctx, c, k.lock, lua.LockReentrantObtain(k.acquisition(holdID), owner, holdID, lease, fenceTTL(lease)), taken)
 }
 
 // releaseHold runs lock_reentrant_release.lua: gives back the hold holdID. With cancel, a
@@ -88,8 +94,8 @@ func releaseHold(ctx context.Context, rdb redis.UniversalClient, k keys, holdID 
 
 // extendOwner runs lock_reentrant_extend.lua: whether owner holds the lock (its lease now at
 // least ttl).
-func extendOwner(ctx context.Context, rdb redis.UniversalClient, k keys, owner string, ttl time.Duration) (bool, error) {
-	return lua.LockReentrantExtend(k.lock, owner, ttl).Run(ctx, rdb)
+func (c *Client) extendOwner(ctx context.Context, k keys, owner string, ttl time.Duration) (bool, error) {
+	return runOne(ctx, c, k.lock, lua.LockReentrantExtend(k.lock, owner, ttl), held)
 }
 
 // raiseFence runs lock_fence_floor.lua.

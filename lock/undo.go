@@ -77,7 +77,7 @@ func (c *Client) acquire(ctx context.Context, obtain func(context.Context) (gran
 // acquireToken takes the simple lock k with token (see acquire).
 func (c *Client) acquireToken(ctx context.Context, k keys, token string, lease time.Duration) (grant, error) {
 	return c.acquire(ctx,
-		func(ctx context.Context) (grant, error) { return obtainToken(ctx, c.rdb, k, token, lease) },
+		func(ctx context.Context) (grant, error) { return c.obtainToken(ctx, k, token, lease) },
 		func(ctx context.Context) error { _, err := releaseToken(ctx, c.rdb, k, token, true); return err })
 }
 
