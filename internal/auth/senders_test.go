@@ -75,10 +75,13 @@ func TestWebhookSenderFailures(t *testing.T) {
 	other := httptest.NewServer(elsewhere)
 	defer other.Close()
 	for name, answer := range map[string]func(w http.ResponseWriter, hung <-chan struct{}){
-		"500":      func(w http.ResponseWriter, _ <-chan struct{}) { w.WriteHeader(http.StatusInternalServerError) },
-		"404":      func(w http.ResponseWriter, _ <-chan struct{}) { w.WriteHeader(http.StatusNotFound) },
-		"redirect": func(w http.ResponseWriter, _ <-chan struct{}) { w.Header().Set("Location", other.URL); w.WriteHeader(http.StatusTemporaryRedirect) },
-		"hangs":    func(_ http.ResponseWriter, hung <-chan struct{}) { <-hung },
+		"500": func(w http.ResponseWriter, _ <-chan struct{}) { w.WriteHeader(http.StatusInternalServerError) },
+		"404": func(w http.ResponseWriter, _ <-chan struct{}) { w.WriteHeader(http.StatusNotFound) },
+		"redirect": func(w http.ResponseWriter, _ <-chan struct{}) {
+			w.Header().Set("Location", other.URL)
+			w.WriteHeader(http.StatusTemporaryRedirect)
+		},
+		"hangs": func(_ http.ResponseWriter, hung <-chan struct{}) { <-hung },
 	} {
 		t.Run(name, func(t *testing.T) {
 			hung := make(chan struct{})
