@@ -519,17 +519,9 @@ const (
 )
 
 func newForeignCounter(reg prometheus.Registerer) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "surge_auth_foreign_refused_total",
-		Help: "Login codes and sessions refused because another deployment minted them (two deployments under one namespace).",
-	}, []string{"kind"})
-	for _, k := range []string{kindCode, kindSession} {
-		c.WithLabelValues(k) // both series exist from the start, at 0
-	}
-	if reg != nil {
-		reg.MustRegister(c)
-	}
-	return c
+	return newCounter(reg, "surge_auth_foreign_refused_total",
+		"Login codes and sessions refused because another deployment minted them (two deployments under one namespace).",
+		"kind", kindCode, kindSession)
 }
 
 // Results of a send, the label of surge_auth_code_sends_total.
@@ -539,12 +531,17 @@ const (
 )
 
 func newSendCounter(reg prometheus.Registerer) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "surge_auth_code_sends_total",
-		Help: "Login codes handed to the code sender (SMS gateway, webhook, log), by result: sent, or failed (the user saw an error and may retry at once).",
-	}, []string{"result"})
-	for _, r := range []string{sendSent, sendFailed} {
-		c.WithLabelValues(r)
+	return newCounter(reg, "surge_auth_code_sends_total",
+		"Login codes handed to the code sender (SMS gateway, webhook, log), by result: sent, or failed (the user saw an error and may retry at once).",
+		"result", sendSent, sendFailed)
+}
+
+// newCounter is a counter with one label whose series all exist from the start, at 0,
+// registered with reg (if any).
+func newCounter(reg prometheus.Registerer, name, help, label string, values ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+	for _, v := range values {
+		c.WithLabelValues(v)
 	}
 	if reg != nil {
 		reg.MustRegister(c)
