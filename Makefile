@@ -4,7 +4,9 @@ TEST_TIMEOUT ?= 18m
 
 .PHONY: test services test-services vet run generate build rules
 
-## test: start/install Redis, MariaDB and Chromium if needed, then vet and run every test with -race.
+## test: check the tools (Go, a C compiler for -race, make, Node.js 20+, npm; installed with
+## apt-get where it can, else named one per line with how to get them), start/install Redis,
+## MariaDB and Chromium if needed, then vet and run every test with -race.
 ## Tests that need an installed part fail rather than skip (SURGE_TEST_REQUIRE_ALL). The local
 ## Redis Cluster (SURGE_CLUSTER_PORTS, default 7101-7103) is started if it is not running, its
 ## address passed to the tests, and stopped afterwards, passed or failed, only if this run
@@ -18,9 +20,10 @@ test: test-services vet
 services: test-services
 	bash scripts/ensure-redis-cluster.sh
 
-## test-services: what make test needs before it starts, but the Redis Cluster, which
+## test-services: what make test needs before it starts (the tools first), but the Redis Cluster, which
 ## with-redis-cluster.sh starts (and stops) around the tests
 test-services:
+	bash scripts/ensure-tools.sh
 	bash scripts/ensure-redis.sh
 	bash scripts/ensure-mariadb.sh
 	bash scripts/ensure-chromium.sh

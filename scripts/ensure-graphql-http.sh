@@ -2,7 +2,7 @@
 # Makes sure the graphql-http audit (the reference test suite of the GraphQL-over-HTTP spec, an
 # npm package) is installed in a cache directory and prints SURGE_GRAPHQL_HTTP_DIR=<dir>, the
 # directory whose node_modules hold it. Idempotent: installs once per version, then only checks.
-# Needs node (>= 18) and npm; the npm registry must be reachable for the first run.
+# Needs node (>= 20) and npm; the npm registry must be reachable for the first run.
 set -euo pipefail
 SURGE_SCRIPT=ensure-graphql-http.sh
 # shellcheck source=lib.sh

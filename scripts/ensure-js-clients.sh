@@ -4,7 +4,7 @@
 # and GraphQL Codegen with its client preset (which writes persisted-documents manifests) in
 # another; prints SURGE_JS_CLIENTS_DIR=<dir> and SURGE_CODEGEN_DIR=<dir>, the directories whose
 # node_modules hold them. Idempotent: installs once per set of versions, then only checks. Needs
-# node (>= 18) and npm; the npm registry must be reachable for the first run.
+# node (>= 20) and npm; the npm registry must be reachable for the first run.
 set -euo pipefail
 SURGE_SCRIPT=ensure-js-clients.sh
 # shellcheck source=lib.sh

@@ -96,7 +96,7 @@ npm_has() {
 npm_ensure() {
 	local dir=$1 spec missing=
 	shift
-	command -v node >/dev/null 2>&1 || die "node not found: install Node.js 18 or newer (apt-get install nodejs npm)"
+	command -v node >/dev/null 2>&1 || die "node not found: install Node.js 20 or newer (scripts/ensure-tools.sh says how)"
 	command -v npm >/dev/null 2>&1 || die "npm not found: install npm (apt-get install npm)"
 	for spec in "$@"; do
 		npm_has "$dir" "${spec%@*}" "${spec##*@}" || missing=1

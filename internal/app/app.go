@@ -94,7 +94,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	registry := prometheus.NewRegistry()
 	sender := opts.CodeSender
 	if sender == nil {
-		sender = auth.LogSender{Logger: a.Log, Reveal: cfg.Dev()}
+		sender = codeSender(cfg.LoginCodeSender, cfg.Dev(), a.Log)
 	}
 	sessions := autopipe.New(a.Redis, 2, 256)
 	a.closers = append(a.closers, func() error { sessions.Close(); return nil })

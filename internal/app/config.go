@@ -80,6 +80,9 @@ type Config struct {
 	// "N/window" (e.g. 20/1h) or "off". Production defaults: 20/1h, 1000/1m and 200/1m; dev
 	// mode: off (codes are returned, nothing is delivered).
 	LoginSendRateIP, LoginSendRateGlobal, LoginSendRateNew auth.Rate
+	// LoginCodeSender is SURGE_LOGIN_CODE_SENDER, -login-code-sender: how login codes reach
+	// their phones: "none" (the default: nowhere), "log" or "webhook:<url>" (codesender.go).
+	LoginCodeSender CodeSenderSetting
 	// WSMaxSubscriptions is SURGE_WS_MAX_SUBSCRIPTIONS, -ws-max-subscriptions (10): the
 	// subscriptions one WebSocket connection may run at once. WSMaxConnectionsPerIP is
 	// SURGE_WS_MAX_CONNECTIONS_PER_IP, -ws-max-connections-per-ip (50): the WebSocket
@@ -218,6 +221,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	sendRateIP := fs.String("login-send-rate-ip", env("SURGE_LOGIN_SEND_RATE_IP", ""), `login code sends per client address, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_IP; default 20/1h, dev mode off)`)
 	sendRateGlobal := fs.String("login-send-rate-global", env("SURGE_LOGIN_SEND_RATE_GLOBAL", ""), `login code sends server-wide to phones of existing users, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_GLOBAL; default 1000/1m, dev mode off)`)
 	sendRateNew := fs.String("login-send-rate-new", env("SURGE_LOGIN_SEND_RATE_NEW", ""), `login code sends server-wide to phones of no user yet, "N/window" or "off" (SURGE_LOGIN_SEND_RATE_NEW; default 200/1m, dev mode off)`)
+	codeSender := fs.String("login-code-sender", env("SURGE_LOGIN_CODE_SENDER", ""), `how login codes reach their phones: "none" (nowhere; dev mode logs them and sendLoginCode returns them), "log" (written to this server's log at WARN) or "webhook:<url>" (POSTed as JSON) (SURGE_LOGIN_CODE_SENDER; default none)`)
 	wsSubs := fs.Int("ws-max-subscriptions", ev.int("SURGE_WS_MAX_SUBSCRIPTIONS", 10), "subscriptions one WebSocket connection may run at once (SURGE_WS_MAX_SUBSCRIPTIONS)")
 	wsConns := fs.Int("ws-max-connections-per-ip", ev.int("SURGE_WS_MAX_CONNECTIONS_PER_IP", 50), "WebSocket connections one client address may hold open (SURGE_WS_MAX_CONNECTIONS_PER_IP)")
 	readTimeout := fs.Duration("read-timeout", ev.duration("SURGE_READ_TIMEOUT", 10*time.Second), "how long a client may take to send one request (SURGE_READ_TIMEOUT)")
@@ -321,6 +325,12 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		}
 		if c.LoginSendRateNew, err = parseRate("login-send-rate-new", *sendRateNew, productionOnly(c, defaultSendRateNew)); err != nil {
 			return Config{}, err
+		}
+		if c.LoginCodeSender, err = parseCodeSender(*codeSender); err != nil {
+			return Config{}, err
+		}
+		if c.LoginCodeSender.Kind == SenderLog && !c.Dev() {
+			c.Warnings = append(c.Warnings, "SURGE_LOGIN_CODE_SENDER=log: login codes are written to this server's log, so whoever reads it can log in as any phone, admins included; deliver them by webhook or an SMS gateway for real users")
 		}
 		if c.APQ, err = parseBool("apq", *apq, true); err != nil {
 			return Config{}, err

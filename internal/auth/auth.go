@@ -73,27 +73,6 @@ type CodeSender interface {
 	Send(ctx context.Context, phone, code string) error
 }
 
-// LogSender is the default CodeSender: it delivers nothing and logs the send, with the code
-// only when Reveal is set (dev mode, where sendLoginCode returns it anyway). A production log
-// never holds a live code.
-type LogSender struct {
-	Logger *slog.Logger
-	Reveal bool
-}
-
-func (s LogSender) Send(_ context.Context, phone, code string) error {
-	l := s.Logger
-	if l == nil {
-		l = slog.Default()
-	}
-	if s.Reveal {
-		l.Info("login code", "phone", MaskPhone(phone), "code", code)
-		return nil
-	}
-	l.Warn("login code not delivered: no SMS gateway is plugged in (auth.CodeSender)", "phone", MaskPhone(phone))
-	return nil
-}
-
 // Rate is a number of events per fixed window; the zero Rate is no limit.
 type Rate struct {
 	Count  int
@@ -149,8 +128,9 @@ type Options struct {
 	// Deployment identifies the deployment minting codes and sessions; those of another
 	// deployment are refused. Every server of a deployment must share it. ("": unnamed)
 	Deployment string
-	Logger     *slog.Logger          // WARN lines for refused foreign codes and sessions (slog.Default)
-	Registerer prometheus.Registerer // receives surge_auth_foreign_refused_total (none)
+	Logger     *slog.Logger // WARN lines for refused foreign codes and sessions (slog.Default)
+	// Registerer receives surge_auth_foreign_refused_total and surge_auth_code_sends_total (none).
+	Registerer prometheus.Registerer
 }
 
 func (o *Options) setDefaults() {
@@ -207,6 +187,7 @@ type Service struct {
 	admins  map[string]bool
 	keys    Keyspace
 	foreign *prometheus.CounterVec // refusals of another deployment's code or session
+	sends   *prometheus.CounterVec // codes handed to the CodeSender, by result
 	recent  *lru.Cache[[sha256.Size]byte, recentSession]
 }
 
@@ -231,7 +212,8 @@ func New(rdb redis.UniversalClient, db *ent.Client, opts Options) *Service {
 	}
 	recent, _ := lru.New[[sha256.Size]byte, recentSession](recentSessions) // only a size ≤ 0 fails
 	return &Service{rdb: rdb, db: db, opts: opts, admins: admins,
-		keys: KeysIn(opts.Namespace), foreign: newForeignCounter(opts.Registerer), recent: recent}
+		keys: KeysIn(opts.Namespace), foreign: newForeignCounter(opts.Registerer),
+		sends: newSendCounter(opts.Registerer), recent: recent}
 }
 
 // Options returns the effective options (defaults filled in).
@@ -278,12 +260,14 @@ func (s *Service) SendCode(ctx context.Context, phone string) (*SentCode, error)
 		return nil, rateLimited("a code was sent to this phone recently", cooldown)
 	}
 	if err := s.opts.Sender.Send(ctx, phone, code); err != nil {
+		s.sends.WithLabelValues(sendFailed).Inc()
 		// Give the cooldown and the streak's send back so the user can retry at once.
 		bg := context.WithoutCancel(ctx)
 		s.rdb.Del(bg, keys[phoneCode], keys[phoneGap])
 		s.rdb.Decr(bg, keys[phoneStreak])
 		return nil, fmt.Errorf("auth: sending login code: %w", err)
 	}
+	s.sends.WithLabelValues(sendSent).Inc()
 	out := &SentCode{ExpiresIn: s.opts.CodeTTL, RetryAfter: cooldown}
 	if s.opts.DevMode {
 		out.DevCode = code
@@ -535,12 +519,29 @@ const (
 )
 
 func newForeignCounter(reg prometheus.Registerer) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "surge_auth_foreign_refused_total",
-		Help: "Login codes and sessions refused because another deployment minted them (two deployments under one namespace).",
-	}, []string{"kind"})
-	for _, k := range []string{kindCode, kindSession} {
-		c.WithLabelValues(k) // both series exist from the start, at 0
+	return newCounter(reg, "surge_auth_foreign_refused_total",
+		"Login codes and sessions refused because another deployment minted them (two deployments under one namespace).",
+		"kind", kindCode, kindSession)
+}
+
+// Results of a send, the label of surge_auth_code_sends_total.
+const (
+	sendSent   = "sent"
+	sendFailed = "failed"
+)
+
+func newSendCounter(reg prometheus.Registerer) *prometheus.CounterVec {
+	return newCounter(reg, "surge_auth_code_sends_total",
+		"Login codes handed to the code sender (SMS gateway, webhook, log), by result: sent, or failed (the user saw an error and may retry at once).",
+		"result", sendSent, sendFailed)
+}
+
+// newCounter is a counter with one label whose series all exist from the start, at 0,
+// registered with reg (if any).
+func newCounter(reg prometheus.Registerer, name, help, label string, values ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+	for _, v := range values {
+		c.WithLabelValues(v)
 	}
 	if reg != nil {
 		reg.MustRegister(c)

@@ -114,7 +114,7 @@ type Page struct {
 // Close removes the browser's profile and temporary files (see
 // [RunPlaygroundQuery]). On error the returned Page, if not nil, must still be
 // closed; its Requested list tells what the page loaded.
-func OpenPlayground(ctx context.Context, pageURL string, params url.Values) (*Page, error) {
+func OpenPlayground(ctx context.Context, pageURL string, params url.Values, opts ...Option) (*Page, error) {
 	target, err := url.Parse(pageURL)
 	if err != nil {
 		return nil, fmt.Errorf("browsertest: page URL: %w", err)
@@ -124,7 +124,7 @@ func OpenPlayground(ctx context.Context, pageURL string, params url.Values) (*Pa
 		q[k] = vs
 	}
 	target.RawQuery = q.Encode()
-	p, err := launch(ctx)
+	p, err := launch(ctx, opts...)
 	if err != nil {
 		return p, err
 	}
@@ -161,8 +161,8 @@ func OpenPlayground(ctx context.Context, pageURL string, params url.Values) (*Pa
 // [OpenPlayground]) and opens pageURL, waiting for its load event. Evaluate
 // script in it with [Page.Eval]. On error the returned Page, if not nil, must
 // still be closed.
-func Open(ctx context.Context, pageURL string) (*Page, error) {
-	p, err := launch(ctx)
+func Open(ctx context.Context, pageURL string, opts ...Option) (*Page, error) {
+	p, err := launch(ctx, opts...)
 	if err != nil {
 		return p, err
 	}
@@ -187,9 +187,23 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// Option changes how [Open] and [OpenPlayground] start the browser.
+type Option func(*launchOptions)
+
+type launchOptions struct{ width, height int }
+
+// WindowSize sets the browser window's size in CSS pixels (default 1280 × 900).
+func WindowSize(width, height int) Option {
+	return func(o *launchOptions) { o.width, o.height = width, height }
+}
+
 // launch starts the browser of a Page: a fresh temporary profile and TMPDIR,
 // everything bounded by ctx (two minutes when ctx has no deadline).
-func launch(ctx context.Context) (*Page, error) {
+func launch(ctx context.Context, options ...Option) (*Page, error) {
+	lo := launchOptions{width: 1280, height: 900}
+	for _, o := range options {
+		o(&lo)
+	}
 	exe, err := Chromium()
 	if err != nil {
 		return nil, err
@@ -219,7 +233,7 @@ func launch(ctx context.Context) (*Page, error) {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.WindowSize(1280, 900),
+		chromedp.WindowSize(lo.width, lo.height),
 		chromedp.Env("TMPDIR="+tmp),
 		// No user-data-dir option: chromedp then makes a fresh temporary one,
 		// passes it as --user-data-dir, and removes it after the browser exits.
@@ -258,6 +272,67 @@ func (p *Page) SetQuery(query string) error {
 	_, err := chromedp.Run(p.ctx, chromedp.Evaluate[chromedp.Void](
 		`document.querySelector('.graphiql-query-editor .CodeMirror').CodeMirror.setValue(`+jsString(query)+`)`))
 	return p.step("set the query", err)
+}
+
+// Query returns the text of the query editor (trimmed).
+func (p *Page) Query() (string, error) {
+	text, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](jsQueryText))
+	return text, p.step("read the query", err)
+}
+
+// Tabs returns the titles of the playground's tabs, in order, and the active one's.
+// GraphiQL shows no tab bar for a single tab: then both are empty.
+func (p *Page) Tabs() (titles []string, active string, err error) {
+	var got struct {
+		Titles []string `json:"titles"`
+		Active string   `json:"active"`
+	}
+	err = p.Eval(`({
+		titles: [...document.querySelectorAll('.graphiql-tab .graphiql-tab-button')].map((b) => b.textContent.trim()),
+		active: document.querySelector('.graphiql-tab-active .graphiql-tab-button')?.textContent.trim() ?? '',
+	})`, &got)
+	return got.Titles, got.Active, err
+}
+
+// SelectTab clicks the tab titled title and waits until it is the active one.
+func (p *Page) SelectTab(title string) error {
+	click := `(() => {
+		const b = [...document.querySelectorAll('.graphiql-tab .graphiql-tab-button')].find((b) => b.textContent.trim() === ` + jsString(title) + `);
+		if (!b) throw new Error('no tab titled ' + ` + jsString(title) + `);
+		b.click();
+	})()`
+	if err := p.Eval(click, nil); err != nil {
+		return err
+	}
+	if err := p.poll(`(document.querySelector('.graphiql-tab-active .graphiql-tab-button')?.textContent.trim() ?? '') === ` + jsString(title)); err != nil {
+		return p.step("wait for tab "+title, err)
+	}
+	// GraphiQL reads the operation's name from the editor 100 ms after its text changed (a
+	// debounce): run before that, a tab would send the previous tab's operation name.
+	return p.step("wait for the operation name of tab "+title, p.poll(jsOperationNameCurrent))
+}
+
+// QueryOverflow returns the lines of the query editor that run past its right edge (the
+// text cut off unless the reader scrolls sideways), and by how many pixels the editor's
+// content is wider than its visible width (0 or less: nothing is cut off).
+func (p *Page) QueryOverflow() (lines []string, excess float64, err error) {
+	var got struct {
+		Lines  []string `json:"lines"`
+		Excess float64  `json:"excess"`
+	}
+	err = p.Eval(`(() => {
+		const cm = document.querySelector('.graphiql-query-editor .CodeMirror').CodeMirror;
+		cm.refresh();
+		const edge = cm.getScrollerElement().getBoundingClientRect().left + cm.getScrollInfo().clientWidth;
+		const lines = [];
+		for (let i = 0; i < cm.lineCount(); i++) {
+			const text = cm.getLine(i);
+			if (cm.charCoords({ line: i, ch: text.length }, 'window').left > edge + 0.5) lines.push(text);
+		}
+		const info = cm.getScrollInfo();
+		return { lines, excess: info.width - info.clientWidth };
+	})()`, &got)
+	return got.Lines, got.Excess, err
 }
 
 // Execute clears the response pane and clicks the execute button. For a
@@ -363,6 +438,13 @@ const (
 	jsReady      = `!!(document.querySelector('.graphiql-query-editor .CodeMirror')?.CodeMirror &&
 		document.querySelector('.result-window .CodeMirror')?.CodeMirror &&
 		document.querySelector('.graphiql-execute-button'))`
+	// The editor's operation name is that of its text's first operation (null for an
+	// anonymous one). Documents with several operations may never satisfy it.
+	jsOperationNameCurrent = `(() => {
+		const cm = document.querySelector('.graphiql-query-editor .CodeMirror').CodeMirror;
+		const m = /^\s*(?:query|mutation|subscription)\s+([_A-Za-z][_0-9A-Za-z]*)/m.exec(cm.getValue().replace(/#.*$/gm, ''));
+		return m ? cm.operationName === m[1] : cm.operationName == null;
+	})()`
 	jsButtonLabel = `document.querySelector('.graphiql-execute-button')?.getAttribute('aria-label') ?? ''`
 	// Done: a response is shown and the button is back to "Execute" (it says
 	// "Stop" while the request runs).

@@ -7,10 +7,19 @@
 // works below a prefix when mounted with http.StripPrefix, as long as the page
 // URL ends in "/" (e.g. "/ui/" with http.StripPrefix("/ui", h)).
 //
-// The page prefills its editors from the URL parameters "query", "variables"
-// and "headers", shows the request headers editor (for
-// {"Authorization": "Bearer <token>"}), and posts queries and mutations as
-// JSON to the endpoint given to [Handler]. Subscriptions run over a WebSocket
+// On a first visit the page opens on the README's walkthrough, one tab per
+// step: DemoData (the shop types, shops and their vouchers with the seckill
+// stock), SendLoginCode, Login, Grab, MyOrders, and the OrderStatus and
+// VoucherStock subscriptions; their comment lines fit the query editor of a
+// 1 400 px window. After a login run in the page, every operation without an
+// Authorization header of its own carries that login's token (a logout, or a
+// reload, forgets it). GraphiQL keeps the tabs in localStorage: a later visit
+// shows them as left.
+//
+// The URL parameters "query", "variables" and "headers" open a tab of their
+// own, the first one (before the walkthrough's on a first visit). The page
+// shows the request headers editor (for {"Authorization": "Bearer <token>"}),
+// and posts queries and mutations as JSON to the endpoint given to [Handler]. Subscriptions run over a WebSocket
 // to the same endpoint (ws:// for an http:// endpoint, wss:// for https://)
 // with the bundled graphql-ws client (protocol graphql-transport-ws), through
 // GraphiQL's createGraphiQLFetcher: the headers editor's contents become the
