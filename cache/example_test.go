@@ -14,6 +14,9 @@ import (
 	"github.com/surgekit/surge/cache"
 )
 
+// The examples keep every key under "example:" (Options.Prefix, FilterPrefix) and delete what
+// has no TTL, so they can run against any Redis: REDIS_ADDR, else localhost:6379.
+
 type Shop struct {
 	ID   string
 	Name string
@@ -30,26 +33,33 @@ func loadShop(_ context.Context, id string) (Shop, error) {
 	return s, nil
 }
 
-// Mutex mode with the penetration defences: absences are cached and a Redis Bloom filter
-// turns away ids that never existed.
+// Cache-aside in mutex mode with the penetration defences: absences are cached and a Redis
+// Bloom filter turns away ids that never existed.
 func ExampleCache_GetOrLoad() {
 	ctx := context.Background()
-	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
-	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "localhost:6379")})
 	defer rdb.Close()
 
-	filter, _ := cache.NewRedisFilter(rdb, "example-shop", 10_000, 0.01)
-	_, _ = filter.Rebuild(ctx, slices.Values([]string{"1", "2"})) // e.g. all ids at startup
-	shops, err := cache.New[Shop](ctx, rdb, cache.Options{Name: "example-shop", TTL: time.Minute, Filter: filter})
+	// Every id that exists goes into a Bloom filter shared through Redis.
+	filter, err := cache.NewRedisFilter(rdb, "shop", 10_000, 0.01, cache.FilterPrefix("example:bloom"))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := filter.Rebuild(ctx, slices.Values([]string{"1", "2"})); err != nil { // e.g. all ids at startup
+		panic(err)
+	}
+	defer rdb.Del(ctx, filter.Key(), filter.Key()+":meta") // a filter has no TTL
+
+	shops, err := cache.New[Shop](ctx, rdb, cache.Options{Prefix: "example:cache", Name: "shop", TTL: time.Minute, Filter: filter})
 	if err != nil {
 		panic(err)
 	}
 	defer shops.Close()
 	defer shops.Delete(ctx, "1")
 
-	s, err := shops.GetOrLoad(ctx, "1", loadShop)
+	s, err := shops.GetOrLoad(ctx, "1", loadShop) // a miss: one load across all processes
 	fmt.Println(s.Name, err)
-	_, err = shops.GetOrLoad(ctx, "404", loadShop)
+	_, err = shops.GetOrLoad(ctx, "404", loadShop) // the filter answers: no such id
 	fmt.Println(errors.Is(err, cache.ErrNotFound))
 	// Output:
 	// Tea House <nil>
@@ -60,12 +70,11 @@ func ExampleCache_GetOrLoad() {
 // background rebuild refreshes it.
 func ExampleModeLogical() {
 	ctx := context.Background()
-	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
-	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "localhost:6379")})
 	defer rdb.Close()
-	types, _ := cache.New[[]string](ctx, rdb, cache.Options{Name: "example-types", Mode: cache.ModeLogical, TTL: 50 * time.Millisecond})
+	types, _ := cache.New[[]string](ctx, rdb, cache.Options{Prefix: "example:cache", Name: "types", Mode: cache.ModeLogical, TTL: 50 * time.Millisecond})
 	defer types.Close()
-	defer types.Delete(ctx, "all")
+	defer types.Delete(ctx, "all") // a logical value never expires in Redis
 
 	version := 0
 	load := func(context.Context, string) ([]string, error) {
@@ -91,12 +100,12 @@ func ExampleModeLogical() {
 // Delete-after-write that survives a crash between the database write and the delete.
 func ExampleCache_Invalidate() {
 	ctx := context.Background()
-	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
-	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "localhost:6379")})
 	defer rdb.Close()
-	shops, _ := cache.New[Shop](ctx, rdb, cache.Options{Name: "example-inv"})
+	shops, _ := cache.New[Shop](ctx, rdb, cache.Options{Prefix: "example:cache", Name: "shop", TTL: time.Minute})
 	defer shops.Close()
 	defer shops.Delete(ctx, "2")
+	defer rdb.Del(ctx, "example:cache:shop:intents") // the stream of intents outlives its entries
 
 	// In one process per deployment (or several): deletes what a crash left undone.
 	runCtx, stop := context.WithCancel(ctx)
@@ -120,14 +129,14 @@ func ExampleCache_Invalidate() {
 // cached absence of it (here, a read made before it existed) goes after it, in every process.
 func ExampleCache_Invalidate_create() {
 	ctx := context.Background()
-	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
-	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "localhost:6379")})
 	defer rdb.Close()
 	filter, _ := cache.NewLocalFilter(10_000, 0.01)
 	_, _ = filter.Rebuild(ctx, slices.Values([]string{"1", "2"}))
-	shops, _ := cache.New[Shop](ctx, rdb, cache.Options{Name: "example-create", Filter: filter})
+	shops, _ := cache.New[Shop](ctx, rdb, cache.Options{Prefix: "example:cache", Name: "shop", TTL: time.Minute, Filter: filter})
 	defer shops.Close()
 	defer shops.Delete(ctx, "3")
+	defer rdb.Del(ctx, "example:cache:shop:intents")
 
 	_, err := shops.GetOrLoad(ctx, "3", loadShop)
 	fmt.Println(errors.Is(err, cache.ErrNotFound))
@@ -148,12 +157,13 @@ func ExampleCache_Invalidate_create() {
 // An in-process L1 in front of Redis, dropped in every process when any process writes.
 func ExampleLocalOptions() {
 	ctx := context.Background()
-	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
-	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "localhost:6379")})
 	defer rdb.Close()
 	shops, _ := cache.New[Shop](ctx, rdb, cache.Options{
-		Name:  "example-l1",
-		Local: &cache.LocalOptions{Size: 10_000, TTL: 5 * time.Second},
+		Prefix: "example:cache",
+		Name:   "shop",
+		TTL:    time.Minute,
+		Local:  &cache.LocalOptions{Size: 10_000, TTL: 5 * time.Second},
 	})
 	defer shops.Close()
 	defer shops.Delete(ctx, "1")

@@ -5,22 +5,22 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/idgen"
 )
 
+// The examples keep every key under "example:" (WithNamespace); a day's counter expires a day
+// after the day ends. Redis at REDIS_ADDR, else localhost:6379.
+
 // Plain mode: one Redis round trip per id.
 func ExampleNew() {
 	ctx := context.Background()
-	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
-	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "localhost:6379")})
 	defer rdb.Close()
-	defer rdb.Del(ctx, "id:example-order:"+time.Now().UTC().Format("20060102"))
 
-	orders, err := idgen.New(rdb, "example-order")
+	orders, err := idgen.New(rdb, "order", idgen.WithNamespace("example"))
 	if err != nil {
 		panic(err)
 	}
@@ -34,12 +34,10 @@ func ExampleNew() {
 // Segment mode: blocks of numbers reserved in Redis, ids handed out locally.
 func ExampleNewSegment() {
 	ctx := context.Background()
-	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
-	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "localhost:6379")})
 	defer rdb.Close()
-	defer rdb.Del(ctx, "id:example-ticket:"+time.Now().UTC().Format("20060102"))
 
-	tickets, err := idgen.NewSegment(rdb, "example-ticket")
+	tickets, err := idgen.NewSegment(rdb, "ticket", idgen.WithNamespace("example"))
 	if err != nil {
 		panic(err)
 	}

@@ -349,7 +349,7 @@ func TestNextAfterClose(t *testing.T) {
 	}
 }
 
-// The key layout is what the README promises: id:<prefix>:<yyyymmdd>, UTC.
+// The key layout is what the package documentation promises: id:<prefix>:<yyyymmdd>, UTC.
 func TestKeyName(t *testing.T) {
 	rdb := testenv.Redis(t)
 	p := newPrefix(t, rdb)

@@ -16,15 +16,17 @@ import (
 	"github.com/surgekit/surge/lock"
 )
 
+// The examples keep every key under "example:" (Options.Prefix); a lock's keys expire with its
+// lease. Redis at REDIS_ADDR (comma-separated: a Cluster), else localhost:6379; the database at
+// MYSQL_DSN, else root@tcp(localhost:3306)/test.
+
 // The common case: one lock, waited for at most 2 s, the protected write guarded by the
 // fencing token. Needs Redis and a MySQL/MariaDB database.
 func ExampleClient_Obtain() {
 	ctx := context.Background()
-	// Redis at $SURGE_TEST_REDIS_ADDR and the database at $SURGE_TEST_MYSQL_DSN (the test
-	// suite's), else on this machine.
-	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "localhost:6379")})
 	defer rdb.Close()
-	db, err := sql.Open("mysql", cmp.Or(os.Getenv("SURGE_TEST_MYSQL_DSN"), "surge:surge@tcp(127.0.0.1:3306)/surge_test"))
+	db, err := sql.Open("mysql", cmp.Or(os.Getenv("MYSQL_DSN"), "root@tcp(localhost:3306)/test"))
 	if err != nil {
 		panic(err)
 	}
@@ -34,9 +36,9 @@ func ExampleClient_Obtain() {
 	defer mustExec(db, "DROP TABLE example_voucher")
 	mustExec(db, "REPLACE INTO example_voucher (id, stock) VALUES (42, 100)")
 
-	locks := lock.New(rdb, lock.Options{})
+	locks := lock.New(rdb, lock.Options{Prefix: "example:lock"})
 	defer locks.Close()
-	l, err := locks.Obtain(ctx, "example:voucher:42", lock.LockOptions{Wait: 2 * time.Second})
+	l, err := locks.Obtain(ctx, "voucher:42", lock.LockOptions{Wait: 2 * time.Second})
 	if errors.Is(err, lock.ErrNotObtained) {
 		fmt.Println("busy: someone else held it for 2 s")
 		return
@@ -71,12 +73,11 @@ func mustExec(db *sql.DB, query string) {
 // Reentrancy by owner: the owner is the unit of work in the context, not a goroutine.
 func ExampleReentrant() {
 	ctx := lock.WithOwner(context.Background(), "order-7781")
-	// Redis at $SURGE_TEST_REDIS_ADDR (the test suite's), else on this machine.
-	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("SURGE_TEST_REDIS_ADDR"), "127.0.0.1:6379")})
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "localhost:6379")})
 	defer rdb.Close()
-	locks := lock.New(rdb, lock.Options{})
+	locks := lock.New(rdb, lock.Options{Prefix: "example:lock"})
 	defer locks.Close()
-	account := locks.NewReentrant("example:account:9", lock.LockOptions{})
+	account := locks.NewReentrant("account:9", lock.LockOptions{})
 
 	outer, err := account.Lock(ctx)
 	if err != nil {
@@ -93,17 +94,16 @@ func ExampleReentrant() {
 	// <nil> <nil>
 }
 
-// All or nothing over several names, in any Cluster slots.
+// All or nothing over several names, in any Cluster slots: on a single node, or on a Cluster
+// when REDIS_ADDR names several seed nodes.
 func ExampleClient_ObtainMulti() {
 	ctx := context.Background()
-	// Seed nodes of a Redis Cluster: $SURGE_TEST_REDIS_CLUSTER_ADDRS (the test suite's,
-	// comma-separated), else the local one scripts/ensure-redis-cluster.sh starts.
-	seeds := cmp.Or(os.Getenv("SURGE_TEST_REDIS_CLUSTER_ADDRS"), "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103")
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(seeds, ",")})
+	addrs := strings.Split(cmp.Or(os.Getenv("REDIS_ADDR"), "localhost:6379"), ",")
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs})
 	defer rdb.Close()
-	locks := lock.New(rdb, lock.Options{})
+	locks := lock.New(rdb, lock.Options{Prefix: "example:lock"})
 	defer locks.Close()
-	l, err := locks.ObtainMulti(ctx, []string{"example:account:1", "example:account:2"}, lock.LockOptions{Wait: time.Second})
+	l, err := locks.ObtainMulti(ctx, []string{"account:1", "account:2"}, lock.LockOptions{Wait: time.Second})
 	if err != nil {
 		panic(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 // BenchmarkGrab measures admission through the service (all distinct users, stock never runs
 // out) with 64 goroutines per CPU; no consumer runs. Compare with the same script under
-// redis-benchmark -c 50 (see the README's benchmarks).
+// redis-benchmark -c 50 (see docs/benchmarks.md, "Admission").
 func BenchmarkGrab(b *testing.B) {
 	for _, c := range []struct {
 		name      string

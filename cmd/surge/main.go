@@ -7,7 +7,7 @@
 //	surge schema            print the GraphQL schema (SDL), for client code generators
 //
 // With no configuration it runs on the embedded default: in-process Redis and a SQLite file
-// in ./data, demo data seeded, dev mode. See README.md for every variable and flag.
+// in ./data, demo data seeded, dev mode. See docs/configuration.md for every variable and flag.
 package main
 
 import (

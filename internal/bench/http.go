@@ -101,7 +101,7 @@ type HTTPResult struct {
 
 // HTTPTargetResult is one server's figures.
 type HTTPTargetResult struct {
-	Name        string       `json:"name"` // floor0, floor2 or the URL
+	Name        string       `json:"name"` // floor0, floor2, the name given with -target name=URL, or the URL
 	Kind        string       `json:"kind"` // floor0, floor2 or target
 	URL         string       `json:"url"`
 	VoucherID   int          `json:"voucher_id,omitempty"`
@@ -205,7 +205,7 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 	var o httpOpts
 	var targets listFlag
 	var rates string
-	fs.Var(&targets, "target", "server URL(s), comma-separated or repeated, each measured apart (/query is added to a bare host)")
+	fs.Var(&targets, "target", "server URL(s), comma-separated or repeated, each measured apart (/query is added to a bare host); name=URL names it in the tables and the plot")
 	fs.BoolVar(&o.floors, "floors", false, "also measure floor0 and floor2, run in this process on the Redis of the config flags")
 	fs.BoolVar(&o.floorsProcess, "floors-process", false, "-floors in a child process (this binary) instead: a process of their own, like the servers they are compared with")
 	fs.Float64Var(&o.rate, "rate", 1000, "open loop: requests per second")
@@ -281,6 +281,14 @@ func runHTTP(ctx context.Context, args []string, out *output) error {
 		return errors.New("bench http: -p99-max must be positive")
 	case o.repeat < 1 || o.repeat > 100:
 		return errors.New("bench http: -repeat in [1, 100]")
+	}
+	names := map[string]bool{"floor0": true, "floor2": true}
+	for _, raw := range o.targets {
+		name, _ := splitTarget(raw)
+		if name != "" && names[name] {
+			return fmt.Errorf("bench http: -target name %q is taken (floor0, floor2 or another target's)", name)
+		}
+		names[name] = true
 	}
 	for _, r := range o.rates {
 		if r*o.duration.Seconds() > maxShots {
@@ -422,7 +430,8 @@ func newLoadClient(conns int) *http.Client {
 
 // prepareTarget logs the target's users in and creates (or takes) its voucher. stop closes
 // the sale it created and deletes the users' login keys when the config names the Redis.
-func prepareTarget(ctx context.Context, cfg app.Config, raw string, o httpOpts, out *output) (*grabTarget, func(), error) {
+func prepareTarget(ctx context.Context, cfg app.Config, target string, o httpOpts, out *output) (*grabTarget, func(), error) {
+	name, raw := splitTarget(target)
 	so := seckillOpts{targets: []string{raw}, concurrency: o.maxInFlight, loginConc: o.loginConc, noVerify: true,
 		adminPhone: o.adminPhone, adminToken: o.adminToken, users: o.users}
 	tg, err := newHTTPTarget(ctx, cfg, so)
@@ -470,7 +479,7 @@ func prepareTarget(ctx context.Context, cfg app.Config, raw string, o httpOpts, 
 		return nil, nil, err
 	}
 	g := &grabTarget{client: newLoadClient(o.maxInFlight), body: tg.grabBody, tokens: make([]string, len(users)),
-		res: HTTPTargetResult{Name: url, Kind: "target", URL: url, VoucherID: max(created, o.voucher), PhonePrefix: logins.PhonePrefix}}
+		res: HTTPTargetResult{Name: cmp.Or(name, url), Kind: "target", URL: url, VoucherID: max(created, o.voucher), PhonePrefix: logins.PhonePrefix}}
 	for i, u := range users {
 		g.tokens[i] = u.token
 	}
@@ -756,6 +765,15 @@ func printStep(out *output, name string, s StepResult) {
 	}
 	out.printf("  %-30s %8s %8d %7d %6d %8.0f %9.0f %8.3f %8.3f %8.3f %8.3f %8.3f  %s\n", clip(name, 30), rate, s.Sent, s.NoSlot, s.Late,
 		s.SentRPS, s.ThroughputRPS, s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.P999, s.Latency.Max, counts(s.Outcomes, s.Errors))
+}
+
+// splitTarget splits a -target of the form name=URL (a name holds no "/"); a bare URL has no
+// name, and the tables and the plot call it by its URL.
+func splitTarget(target string) (name, url string) {
+	if n, u, ok := strings.Cut(target, "="); ok && n != "" && !strings.ContainsAny(n, "/:") {
+		return n, u
+	}
+	return "", target
 }
 
 func clip(s string, n int) string {

@@ -56,3 +56,17 @@ func TestClosedLoopThroughputAgainstFloor2(t *testing.T) {
 		t.Errorf("answers/s %v× floor2's, want %v (9 000 against 7 300, the medians)", got, round3(9000.0/7300))
 	}
 }
+
+// A target is a URL, or name=URL; a URL's own "=" (in its query) does not make a name.
+func TestSplitTarget(t *testing.T) {
+	for _, c := range []struct{ in, name, url string }{
+		{"http://127.0.0.1:8080", "", "http://127.0.0.1:8080"},
+		{"before=http://127.0.0.1:8080", "before", "http://127.0.0.1:8080"},
+		{"http://h:1/query?a=b", "", "http://h:1/query?a=b"},
+		{"=http://h:1", "", "=http://h:1"},
+	} {
+		if name, url := splitTarget(c.in); name != c.name || url != c.url {
+			t.Errorf("splitTarget(%q) = %q, %q; want %q, %q", c.in, name, url, c.name, c.url)
+		}
+	}
+}

@@ -10,7 +10,9 @@ import (
 
 // writeLatencySVG plots p99 (solid) and p50 (dashed) against offered rate for every target,
 // latency on a log scale (a curve spans a few tenths of a millisecond to seconds), and the
-// p99 bound as a dotted line. Hand-written SVG: no dependency, opens in any browser.
+// p99 bound as a dotted line. The legend, right of the plot, names each target (floor0,
+// floor2, the name given with -target name=URL, else its URL) and the bound, so no label lies
+// on the curves. Hand-written SVG: no dependency, opens in any browser.
 func writeLatencySVG(path string, res *HTTPResult) error {
 	const (
 		w, h                   = 800.0, 440.0
@@ -62,8 +64,12 @@ func writeLatencySVG(path string, res *HTTPResult) error {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x(r), top+ph+18, trimFloat(r))
 	}
 	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">offered rate (grabs/s)</text>`+"\n", left+pw/2, h-12)
-	fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="black" stroke-dasharray="2 3"/>`, left, left+pw, y(res.P99MaxMS), y(res.P99MaxMS))
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" font-size="11">p99 bound %s ms</text>`+"\n", left+pw-4, y(res.P99MaxMS)-4, trimFloat(res.P99MaxMS))
+	fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="black" stroke-dasharray="2 3"/>`+"\n", left, left+pw, y(res.P99MaxMS), y(res.P99MaxMS))
+	legend := func(i int, dash, color, label string) {
+		ly := top + 10 + float64(i)*18
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`, left+pw+14, left+pw+34, ly, ly, color, dash)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", left+pw+40, ly+4, html.EscapeString(clip(label, 24)))
+	}
 	// One colour per target: p99 solid with points, p50 dashed.
 	for i, t := range res.Targets {
 		c := colors[i%len(colors)]
@@ -77,10 +83,9 @@ func writeLatencySVG(path string, res *HTTPResult) error {
 		}
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(p99, " "), c)
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="1.5" stroke-dasharray="6 4"/>`+"\n", strings.Join(p50, " "), c)
-		ly := top + 10 + float64(i)*18
-		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`, left+pw+14, left+pw+34, ly, ly, c)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", left+pw+40, ly+4, html.EscapeString(clip(t.Name, 24)))
+		legend(i, "", c, t.Name)
 	}
+	legend(len(res.Targets), ` stroke-dasharray="2 3"`, "black", "p99 bound "+trimFloat(res.P99MaxMS)+" ms")
 	b.WriteString("</svg>\n")
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

@@ -9,7 +9,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -178,8 +180,9 @@ func TestOpenLoopInFlightBound(t *testing.T) {
 // The command against a real server (app.New's handler on real Redis and MariaDB, dev mode)
 // and the two floors on the same Redis, a two-rate sweep: each user admitted once in the
 // warm-up; then every target gets every request it was due, at the rate offered (±20 %), each
-// answered ALREADY_PURCHASED (floor0: its fixed answer), no errors; ratios to floor2, the sweep's verdict and the SVG are there;
-// the floors' keys and the users' login keys are gone afterwards.
+// answered ALREADY_PURCHASED (floor0: its fixed answer), no errors; ratios to floor2, the sweep's verdict and the SVG are there,
+// its legend naming the server by the name it was given (-target surge=URL) and the p99 bound
+// right of the plot, off the curves; the floors' keys and the users' login keys are gone afterwards.
 func TestHTTPBench(t *testing.T) {
 	clearSurgeEnv(t)
 	rdb := testenv.Redis(t)
@@ -189,7 +192,7 @@ func TestHTTPBench(t *testing.T) {
 	t.Cleanup(srv.Close)
 	svg := filepath.Join(t.TempDir(), "curve.svg")
 	const users = 100
-	err, res, _ := runErr(t, "http", "-target", srv.URL, "-floors", "-redis-addrs", testenv.RedisAddr(), "-namespace", pfx,
+	err, res, _ := runErr(t, "http", "-target", "surge="+srv.URL, "-floors", "-redis-addrs", testenv.RedisAddr(), "-namespace", pfx,
 		"-admin-phone", admin, "-users", fmt.Sprint(users), "-rates", "100,300", "-duration", "1500ms", "-max-in-flight", "200",
 		"-p99-max", "5s", "-svg", svg)
 	if err != nil {
@@ -199,7 +202,10 @@ func TestHTTPBench(t *testing.T) {
 	if len(targets) != 3 {
 		t.Fatalf("%d targets, want floor0, floor2 and the server", len(targets))
 	}
-	for i, want := range []string{"floor0", "floor2", srv.URL + "/query"} {
+	if u := targets[2].(map[string]any)["url"]; u != srv.URL+"/query" {
+		t.Fatalf("the server's URL is %v, want %s/query", u, srv.URL)
+	}
+	for i, want := range []string{"floor0", "floor2", "surge"} {
 		tg := targets[i].(map[string]any)
 		if tg["name"] != want {
 			t.Fatalf("target %d is %v, want %s", i, tg["name"], want)
@@ -248,8 +254,16 @@ func TestHTTPBench(t *testing.T) {
 		}
 	}
 	b, err := os.ReadFile(svg)
-	if err != nil || !bytes.HasPrefix(b, []byte("<svg")) || !bytes.Contains(b, []byte("floor2")) || bytes.Count(b, []byte("<polyline")) != 6 {
+	if err != nil || !bytes.HasPrefix(b, []byte("<svg")) || bytes.Count(b, []byte("<polyline")) != 6 {
 		t.Errorf("SVG %s (%v): %.300s", svg, err, b)
+	}
+	for _, label := range []string{"floor0", "floor2", "surge", "p99 bound 5000 ms"} {
+		m := regexp.MustCompile(`<text x="([0-9.]+)"[^>]*>` + regexp.QuoteMeta(label) + `</text>`).FindSubmatch(b)
+		if m == nil {
+			t.Errorf("the SVG's legend has no %q", label)
+		} else if x, _ := strconv.ParseFloat(string(m[1]), 64); x < 570 { // the plot ends at x = 570
+			t.Errorf("the SVG's label %q is at x = %v, on the plot", label, x)
+		}
 	}
 	// Clean-up: floor2's keys, and the server's users' login keys.
 	noKeysLeft(t, rdb, "bench-floor-"+res["run"].(string)+":*")

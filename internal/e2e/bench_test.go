@@ -30,7 +30,7 @@ import (
 // BenchmarkSeckillOverHTTP: the seckillVoucher mutation over real HTTP from 200 concurrent
 // clients (100 goroutines per CPU on 2 CPUs), each grab by a distinct logged-in user while
 // they last, on real Redis and MariaDB. Compare with the admission script under
-// redis-benchmark -c 50 (README, Benchmarks).
+// redis-benchmark -c 50 (docs/benchmarks.md).
 func BenchmarkSeckillOverHTTP(b *testing.B) {
 	vars := map[string]string{
 		"SURGE_REDIS_ADDRS":     testenv.RedisAddr(),

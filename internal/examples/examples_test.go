@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/internal/testenv"
 )
@@ -107,13 +108,16 @@ func requirements(t *testing.T, dir string) string {
 	return b.String()
 }
 
-// Issue 23, item 8: every example of cache, idgen and lock builds as a program in a module of
-// its own outside the repository (which requires github.com/surgekit/surge, replaced by this
-// checkout, at the versions of surge's go.mod), and prints what its Output comment says when run
-// with the services named by the variables the examples read: SURGE_TEST_REDIS_ADDR,
-// SURGE_TEST_MYSQL_DSN, SURGE_TEST_REDIS_CLUSTER_ADDRS. Each address is a proxy that counts
-// connections, so an example that talks to Redis or a database is seen to use the address it
-// was given rather than one written into it.
+// Every example of cache, idgen and lock, and every program of the README, builds as a program
+// in a module of its own outside the repository (which requires github.com/surgekit/surge,
+// replaced by this checkout, at the versions of surge's go.mod), and prints what its Output
+// comment (a README program: the text block after it) says when run with the addresses an
+// importer sets, REDIS_ADDR and MYSQL_DSN, and none of the test suite's SURGE_TEST_*. Each
+// address is a proxy that counts connections, so an example that talks to Redis or a database
+// is seen to use the address it was given rather than one written into it. What a run leaves in
+// Redis is checked after each program: every key under "example:" and with a TTL. A program
+// that builds a UniversalClient runs once more against a Redis Cluster (a private one-node
+// cluster: multi-key calls across slots fail there as on any cluster).
 func TestExamplesBuildAndRunOutsideTheRepository(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -124,6 +128,7 @@ func TestExamplesBuildAndRunOutsideTheRepository(t *testing.T) {
 	for _, lib := range libraries {
 		all = append(all, programs(t, root, lib)...)
 	}
+	all = append(all, readmePrograms(t, root)...)
 	for _, ex := range all {
 		var b bytes.Buffer
 		if err := format.Node(&b, ex.fset, ex.program); err != nil {
@@ -163,49 +168,123 @@ func TestExamplesBuildAndRunOutsideTheRepository(t *testing.T) {
 		t.Fatalf("the examples do not build outside the repository: %v\n%s", err, out)
 	}
 
-	// The services, each behind a counting proxy: a private Redis (the examples use fixed key
-	// names, which the packages' own example tests use on the shared Redis at the same time),
-	// a fresh database, and the shared cluster.
-	redisProxy := testenv.NewProxy(t, testenv.StartRedis(t).Addr)
+	// The services, each behind a counting proxy: a private Redis (whose every key the checks
+	// below may read as the examples') and a fresh database; a private one-node cluster.
+	single := testenv.StartRedis(t)
+	redisProxy := testenv.NewProxy(t, single.Addr)
 	cfg, err := mysql.ParseDSN(testenv.MySQL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mysqlProxy := testenv.NewProxy(t, cfg.Addr)
 	cfg.Addr = mysqlProxy.Addr
-	testenv.Cluster(t) // fails the test with how to start it if it is not running
-	clusterProxy := testenv.NewProxy(t, testenv.ClusterAddrs()[0])
-	env := append(os.Environ(),
-		"SURGE_TEST_REDIS_ADDR="+redisProxy.Addr,
-		"SURGE_TEST_MYSQL_DSN="+cfg.FormatDSN(),
-		"SURGE_TEST_REDIS_CLUSTER_ADDRS="+clusterProxy.Addr)
+	cluster := privateCluster(t)
+	var env []string
+	for _, kv := range os.Environ() { // an example that reads the suite's variables finds none
+		if !strings.HasPrefix(kv, "SURGE_TEST_") && !strings.HasPrefix(kv, "REDIS_ADDR=") && !strings.HasPrefix(kv, "MYSQL_DSN=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "MYSQL_DSN="+cfg.FormatDSN())
 
 	for _, ex := range all {
 		t.Run(ex.name, func(t *testing.T) {
-			before := redisProxy.Accepted() + clusterProxy.Accepted()
-			beforeSQL := mysqlProxy.Accepted()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			run := exec.CommandContext(ctx, filepath.Join(bin, filepath.Base(ex.dir)))
-			run.Env = env
-			var stderr bytes.Buffer
-			run.Stderr = &stderr
-			out, err := run.Output()
-			if err != nil {
-				t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
-			}
-			if got := strings.TrimSpace(string(out)); ex.checked && got != ex.output {
-				t.Errorf("printed\n%s\nwant (its Output comment)\n%s", got, ex.output)
-			}
+			before, beforeSQL := redisProxy.Accepted(), mysqlProxy.Accepted()
+			run(t, bin, ex, append(env, "REDIS_ADDR="+redisProxy.Addr))
 			imports := importPaths(ex.program)
-			if slices.Contains(imports, "github.com/redis/go-redis/v9") && redisProxy.Accepted()+clusterProxy.Accepted() == before {
-				t.Errorf("it uses Redis but not through SURGE_TEST_REDIS_ADDR or SURGE_TEST_REDIS_CLUSTER_ADDRS")
+			if slices.Contains(imports, "github.com/redis/go-redis/v9") && redisProxy.Accepted() == before {
+				t.Errorf("it uses Redis but not through REDIS_ADDR")
 			}
 			if slices.Contains(imports, "database/sql") && mysqlProxy.Accepted() == beforeSQL {
-				t.Errorf("it uses a database but not through SURGE_TEST_MYSQL_DSN")
+				t.Errorf("it uses a database but not through MYSQL_DSN")
+			}
+			checkLeftKeys(t, single.Addr)
+			if usesUniversalClient(ex.program) {
+				run(t, bin, ex, append(env, "REDIS_ADDR="+cluster))
+				checkLeftKeys(t, cluster)
 			}
 		})
 	}
+}
+
+// run runs the example's program with env and compares what it prints with its Output.
+func run(t *testing.T, bin string, ex example, env []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, filepath.Base(ex.dir)))
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
+	}
+	if got := strings.TrimSpace(string(out)); ex.checked && got != ex.output {
+		t.Errorf("printed\n%s\nwant (its Output comment)\n%s", got, ex.output)
+	}
+}
+
+// checkLeftKeys fails the test for any key of the Redis at addr that is not under "example:"
+// or has no TTL: an example leaves nothing behind for good, and nothing outside its namespace.
+func checkLeftKeys(t *testing.T, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	it := rdb.Scan(ctx, 0, "*", 1000).Iterator()
+	for it.Next(ctx) {
+		key := it.Val()
+		ttl, err := rdb.PTTL(ctx, key).Result()
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case !strings.HasPrefix(key, "example:"):
+			t.Errorf("it left the key %q, outside the example namespace", key)
+		case ttl == -1:
+			t.Errorf("it left the key %q without a TTL", key)
+		default:
+			continue
+		}
+		rdb.Del(ctx, key) // so that the next example is not blamed for it
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// privateCluster starts a Redis Cluster of one node (every slot on it) and returns its address.
+func privateCluster(t *testing.T) string {
+	t.Helper()
+	node := testenv.StartRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	rdb := redis.NewClient(&redis.Options{Addr: node.Addr})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rdb.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(rdb.ClusterInfo(ctx).Val(), "cluster_state:ok") {
+		if ctx.Err() != nil {
+			t.Fatal("the private cluster did not reach cluster_state:ok")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return node.Addr
+}
+
+// usesUniversalClient reports whether the program builds a redis.UniversalClient, which a
+// comma-separated REDIS_ADDR turns into a Cluster client.
+func usesUniversalClient(f *ast.File) bool {
+	found := false
+	ast.Inspect(f, func(n ast.Node) bool {
+		if s, ok := n.(*ast.SelectorExpr); ok && s.Sel.Name == "NewUniversalClient" {
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // importPaths lists the imports of a program (go/doc's synthesized file has them in its

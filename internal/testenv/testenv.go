@@ -106,6 +106,14 @@ func baseDSN() string {
 	return env("SURGE_TEST_MYSQL_DSN", "surge:surge@tcp(127.0.0.1:3306)/surge_test?parseTime=true")
 }
 
+// ExampleServices points the libraries' examples, which read REDIS_ADDR and MYSQL_DSN as their
+// reader's program would, at the test suite's Redis and database. Call it from an init of the
+// examples' test package.
+func ExampleServices() {
+	_ = os.Setenv("REDIS_ADDR", RedisAddr())
+	_ = os.Setenv("MYSQL_DSN", baseDSN())
+}
+
 // MySQLConns is the most connections one pool of a test may open (SURGE_TEST_MYSQL_CONNS,
 // default 6). go test runs two packages at once here and a test runs up to three servers, so
 // the whole suite stays near 2 × 3 × 6 plus admin connections: it passes on a MariaDB with
