@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"flag"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -69,28 +68,6 @@ func settings(t *testing.T) []string {
 		out = append(out, v)
 	})
 	return out
-}
-
-// Every setting has a row in a configuration table of the documentation (README.md or
-// docs/*.md): "| `SURGE_X` | `-x` | default | meaning |".
-func TestEverySettingIsDocumented(t *testing.T) {
-	docs, _ := filepath.Glob("../../docs/*.md")
-	docs = append(docs, "../../README.md")
-	var text strings.Builder
-	for _, f := range docs {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text.Write(b)
-	}
-	for _, v := range settings(t) {
-		flagName := "-" + strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(v, "SURGE_")), "_", "-")
-		row := regexp.MustCompile("(?m)^ *\\| `" + v + "` \\| `" + flagName + "` \\|")
-		if !row.MatchString(text.String()) {
-			t.Errorf("no configuration table row for %s (%s) in README.md or docs/*.md", v, flagName)
-		}
-	}
 }
 
 // composeAppEnv reads the environment of the app service of docker-compose.yml (no Docker
