@@ -183,8 +183,21 @@ func (r *replicaAcks) grabOne(ctx context.Context, voucherID int, now time.Time,
 	return c.reply(0)
 }
 
-// grabsOn sends calls of one master in one pipeline, the barrier and WAIT last.
+// grabsOn sends calls of one master in one pipeline, the barrier and WAIT last; once more
+// where a MOVED reply sends them.
 func (r *replicaAcks) grabsOn(ctx context.Context, node ackNode, calls []*scriptCall, now time.Time, wait time.Duration) {
+	ackErr := r.sendOn(ctx, node, calls, now, wait)
+	if to := r.redirected(ctx, calls); to != nil {
+		ackErr = r.sendOn(ctx, to, calls, now, wait)
+	}
+	for _, c := range calls {
+		c.ackErr = ackErr
+	}
+}
+
+// sendOn sends calls to one master and fills in their replies and errors; it returns whether
+// the master's replicas acknowledged them.
+func (r *replicaAcks) sendOn(ctx context.Context, node ackNode, calls []*scriptCall, now time.Time, wait time.Duration) error {
 	pipe := node.Pipeline()
 	for _, c := range calls {
 		c.sent = lua.QueueGrab(ctx, pipe, c.keys, now, c.reqs)
@@ -198,13 +211,56 @@ func (r *replicaAcks) grabsOn(ctx context.Context, node ackNode, calls []*script
 		rerun = rerun || c.sent.NoScript()
 		c.replies, c.err = c.sent.Replies(ctx, node)
 	}
-	ackErr := r.result(ack)
 	if rerun {
-		ackErr = r.confirmOn(ctx, node, calls[0].voucher, wait)
+		return r.confirmOn(ctx, node, calls[0].voucher, wait)
 	}
+	return r.result(ack)
+}
+
+// redirected handles calls a Cluster's master failed. They went to the master's own client,
+// not through the Cluster client, which would have followed a MOVED reply and read the slot
+// map again after a failure: it is told to read it now. If every call was MOVED to one
+// address (a failover or a resharding the slot map does not show yet), their scripts ran
+// nothing, and redirected returns that master's client for a second try.
+func (r *replicaAcks) redirected(ctx context.Context, calls []*scriptCall) ackNode {
+	cc, ok := r.rdb.(*redis.ClusterClient)
+	if !ok {
+		return nil
+	}
+	to, failed, allMoved := "", false, true
 	for _, c := range calls {
-		c.ackErr = ackErr
+		if c.err == nil {
+			allMoved = false
+			continue
+		}
+		failed = true
+		addr, moved := redis.IsMovedError(c.err)
+		if !moved || (to != "" && addr != to) {
+			allMoved = false
+		}
+		to = addr
 	}
+	if !failed {
+		return nil
+	}
+	cc.ReloadState(ctx)
+	if !allMoved {
+		return nil
+	}
+	var mu sync.Mutex
+	var found *redis.Client
+	_ = cc.ForEachShard(ctx, func(_ context.Context, n *redis.Client) error {
+		if n.Options().Addr == to {
+			mu.Lock()
+			found = n
+			mu.Unlock()
+		}
+		return nil
+	})
+	if found == nil {
+		return nil
+	}
+	return found
 }
 
 // confirm waits until the replicas of the masters of the given sales (vouchers or stock

@@ -204,6 +204,29 @@ func TestReplicaAcksPerMasterOnCluster(t *testing.T) {
 			t.Errorf("master %d served no WAIT", i)
 		}
 	}
+
+	// The second master's replica takes over (CLUSTER FAILOVER). The client's slot map still
+	// names the old master, which now answers MOVED: the grabs follow it to the new master,
+	// whose replica (the old master) acknowledges them.
+	do(t, c.replicas[1].Addr, "cluster", "failover")
+	waitCluster(t, "the failover done and the old master following", func() bool {
+		return strings.Contains(info(t, c.replicas[1].Addr, "replication"), "state=online")
+	})
+	if refused := grabConcurrently(t, s, vs[1], e.users(20), &ledger{}); len(refused) != 0 {
+		t.Fatalf("after the failover: %d grabs refused", len(refused))
+	}
+}
+
+// info is a section of the Redis at addr's INFO.
+func info(t *testing.T, addr, section string) string {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	s, err := c.Info(context.Background(), section).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // TestReplicaAcksOptions: bad values are refused by New with a clear error.
@@ -239,7 +262,7 @@ func (e *env) serviceOn(rdb redis.UniversalClient, o seckill.Options) *seckill.S
 }
 
 // newEnvOn is an env on the Redis at addr.
-func newEnvOn(t *testing.T, addr string) (*env, *redis.Client) {
+func newEnvOn(t testing.TB, addr string) (*env, *redis.Client) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return newEnv(t, rdb), rdb
@@ -313,7 +336,7 @@ func settleTold(t *testing.T, s *seckill.Service, v int, l *ledger) (created, lo
 }
 
 // replicaOf starts a private redis-server replicating master and waits until it is in sync.
-func replicaOf(t *testing.T, master *testenv.RedisServer) *testenv.RedisServer {
+func replicaOf(t testing.TB, master *testenv.RedisServer) *testenv.RedisServer {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(master.Addr)
 	r := testenv.StartRedis(t, "--replicaof", host, port)
@@ -323,7 +346,7 @@ func replicaOf(t *testing.T, master *testenv.RedisServer) *testenv.RedisServer {
 
 // caughtUp waits until a replica of the (single node) master at addr holds everything it
 // has written.
-func caughtUp(t *testing.T, addr string) {
+func caughtUp(t testing.TB, addr string) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
@@ -355,13 +378,7 @@ func do(t *testing.T, addr string, args ...any) {
 // waitCalls is how many WAITs the Redis at addr has served.
 func waitCalls(t *testing.T, addr string) int64 {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(info, "cmdstat_wait:calls=")
+	_, rest, ok := strings.Cut(info(t, addr, "commandstats"), "cmdstat_wait:calls=")
 	if !ok {
 		return 0
 	}
