@@ -62,28 +62,36 @@ const (
 	ackedKeyTTL = time.Minute
 )
 
-// newReplicaAcks checks the options against the client: WAIT must end before the client's
+// newReplicaAcks is nil when the option is off.
+func newReplicaAcks(o *Options, rdb redis.UniversalClient, keys keyspace, m *metrics) *replicaAcks {
+	if o.ReplicaAcks == 0 {
+		return nil
+	}
+	return &replicaAcks{n: o.ReplicaAcks, timeout: o.ReplicaAckTimeout, rdb: rdb, keys: keys, m: m}
+}
+
+// checkReplicaAcks checks the options against the client: WAIT must end before the client's
 // read of the pipeline's replies does, or go-redis would cut the read and send the whole
 // pipeline again.
-func newReplicaAcks(o *Options, rdb redis.UniversalClient, keys keyspace, m *metrics) (*replicaAcks, error) {
+func checkReplicaAcks(o *Options, rdb redis.UniversalClient) error {
 	if o.ReplicaAcks == 0 {
-		return nil, nil
+		return nil
 	}
 	switch {
 	case o.ReplicaAcks < 0:
-		return nil, fmt.Errorf("seckill: ReplicaAcks %d must not be negative", o.ReplicaAcks)
+		return fmt.Errorf("seckill: ReplicaAcks %d must not be negative", o.ReplicaAcks)
 	case o.Strategy != StrategyLua:
-		return nil, fmt.Errorf("seckill: ReplicaAcks needs StrategyLua (%s admits in the database)", o.Strategy)
+		return fmt.Errorf("seckill: ReplicaAcks needs StrategyLua (%s admits in the database)", o.Strategy)
 	case o.ReplicaAckTimeout < time.Millisecond:
-		return nil, fmt.Errorf("seckill: ReplicaAckTimeout %v must be at least 1ms (WAIT 0 would wait for ever)", o.ReplicaAckTimeout)
+		return fmt.Errorf("seckill: ReplicaAckTimeout %v must be at least 1ms (WAIT 0 would wait for ever)", o.ReplicaAckTimeout)
 	}
 	if _, ok := rdb.(*redis.Ring); ok {
-		return nil, errors.New("seckill: ReplicaAcks needs a single node, Sentinel or Cluster client, not a Ring")
+		return errors.New("seckill: ReplicaAcks needs a single node, Sentinel or Cluster client, not a Ring")
 	}
 	if rt := readTimeoutOf(rdb); rt > 0 && o.ReplicaAckTimeout > rt/2 {
-		return nil, fmt.Errorf("seckill: ReplicaAckTimeout %v must be at most half the Redis client's ReadTimeout (%v)", o.ReplicaAckTimeout, rt)
+		return fmt.Errorf("seckill: ReplicaAckTimeout %v must be at most half the Redis client's ReadTimeout (%v)", o.ReplicaAckTimeout, rt)
 	}
-	return &replicaAcks{n: o.ReplicaAcks, timeout: o.ReplicaAckTimeout, rdb: rdb, keys: keys, m: m}, nil
+	return nil
 }
 
 // readTimeoutOf is the client's read timeout (its options hold go-redis's default when none

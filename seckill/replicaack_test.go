@@ -127,7 +127,7 @@ func TestReplicaAcksAdmitAsUsual(t *testing.T) {
 			e, _ := newEnvOn(t, master.Addr)
 			s := e.service(seckill.Options{ReplicaAcks: 1, ReplicaAckTimeout: 2 * time.Second, Pipelines: c.pipelines})
 			e.consume(s)
-			const n = 300
+			const n = 150
 			v := e.onSale(s, n)
 			l := &ledger{}
 			waits := waitCalls(t, master.Addr)

@@ -264,12 +264,12 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 	if o.StreamClient == nil {
 		o.StreamClient = rdb
 	}
-	s := &Service{opts: o, rdb: rdb, db: db, bg: newBackground(), m: newMetrics(o.Registerer)}
-	acks, err := newReplicaAcks(&o, rdb, newKeyspace(&o), s.m)
-	if err != nil {
+	if err := checkReplicaAcks(&o, rdb); err != nil {
 		return nil, err
 	}
+	s := &Service{opts: o, rdb: rdb, db: db, bg: newBackground(), m: newMetrics(o.Registerer)}
 	s.events = newEvents(rdb, KeyPrefix(o.Namespace, o.Prefix)+":events", o.Logger.With("component", "seckill"))
+	var err error
 	idOpts := []idgen.Option{idgen.WithClock(o.Clock), idgen.WithNamespace(o.Namespace)}
 	if o.EpochStore != nil {
 		idOpts = append(idOpts, idgen.WithEpochStore(o.EpochStore))
@@ -282,7 +282,7 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 	if err != nil {
 		return nil, errors.Join(err, s.ids.Close(), s.locks.Close())
 	}
-	s.assemble(refStore{store}, acks)
+	s.assemble(refStore{store}, newReplicaAcks(&o, rdb, newKeyspace(&o), s.m))
 	if o.Strategy == StrategyLua {
 		s.bg.goBackground(s.told.run)
 		s.bg.goBackground(func(life context.Context) { s.borrower.run(life, s.admission.counts) })
