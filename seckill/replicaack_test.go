@@ -403,7 +403,7 @@ func privateCluster(t *testing.T, n int) *testCluster {
 	var all []*testenv.RedisServer
 	bus := map[*testenv.RedisServer]string{}
 	for range 2 * n {
-		port := strconv.Itoa(freeLoopbackPort(t)) // the default, port + 10000, may be past 65535
+		port := strconv.Itoa(testenv.FreePort(t))
 		srv := testenv.StartRedis(t, "--cluster-enabled", "yes", "--cluster-port", port, "--cluster-node-timeout", "5000")
 		bus[srv] = port
 		all = append(all, srv)
@@ -475,15 +475,4 @@ func waitCluster(t *testing.T, what string, ok func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// freeLoopbackPort is a loopback TCP port that was free a moment ago.
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
