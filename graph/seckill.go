@@ -23,6 +23,9 @@ var refusalAnswers = map[string]struct {
 	"not_ready":         {apperr.NotReady, "the sale is being prepared: retry in a moment"},
 	"rate_limited":      {apperr.RateLimited, "too many attempts: slow down and retry in a moment"},
 	"no_such_voucher":   {apperr.NotFound, "no such seckill voucher"},
+	// Replica acknowledgements (SURGE_SECKILL_REPLICA_ACKS): the grab may have gone through;
+	// a retry says so (ALREADY_PURCHASED with the order) once it is safe to tell.
+	"replication_timeout": {apperr.Unavailable, "your grab could not be confirmed in time: retry in a moment (if it went through, the retry names your order)"},
 }
 
 // orderAnswer maps seckill.ErrOrderLost to ORDER_LOST; the rest passes through.

@@ -24,6 +24,7 @@ func TestGrabErrors(t *testing.T) {
 		{seckill.ErrRateLimited, apperr.RateLimited},
 		{seckill.ErrNoSuchVoucher, apperr.NotFound},
 		{fmt.Errorf("%w: invalid ids", seckill.ErrNoSuchVoucher), apperr.NotFound},
+		{fmt.Errorf("%w: 0 of 1 replicas acknowledged", seckill.ErrReplicationTimeout), apperr.Unavailable},
 	}
 	for _, c := range cases {
 		err := grabError(seckill.Admission{OrderID: 1 << 50}, c.err)
@@ -37,6 +38,9 @@ func TestGrabErrors(t *testing.T) {
 		}
 		if c.code == apperr.AlreadyPurchased && ae.Extensions["orderId"] != strconv.Itoa(1<<50) {
 			t.Errorf("orderId extension = %#v", ae.Extensions["orderId"])
+		}
+		if c.code != apperr.AlreadyPurchased && ae.Extensions["orderId"] != nil {
+			t.Errorf("%v tells an order: %#v", c.err, ae.Extensions)
 		}
 	}
 	boom := errors.New("redis: connection refused")

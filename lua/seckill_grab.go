@@ -92,12 +92,16 @@ func QueueGrab(ctx context.Context, p redis.Pipeliner, keys SeckillKeys, now tim
 	return &QueuedGrab{cmd: seckillGrab.EvalSha(ctx, p, keyList, args...), keys: keyList, args: args, n: len(grabs)}
 }
 
+// NoScript reports whether Redis did not have the script cached: the call ran nothing, and
+// Replies runs it again.
+func (q *QueuedGrab) NoScript() bool { return redis.HasErrorPrefix(q.cmd.Err(), "NOSCRIPT") }
+
 // Replies reads the call's replies once its pipeline ran. A script Redis did not have cached
 // (first use on a node, a restart) failed before running anything, so it is run again here
 // on rdb; that is no retry of a grab.
 func (q *QueuedGrab) Replies(ctx context.Context, rdb redis.Scripter) ([]GrabReply, error) {
 	res, err := q.cmd.Slice()
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+	if q.NoScript() {
 		res, err = seckillGrab.Run(ctx, rdb, q.keys, q.args...).Slice()
 	}
 	return parseGrab(res, err, q.n)

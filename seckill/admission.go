@@ -35,6 +35,7 @@ type admission struct {
 	store  admissionStore
 	limit  *limiter
 	batch  *batcher     // nil: one call per grab
+	acks   *replicaAcks // nil: answers without replica acknowledgements (replicaack.go)
 	sync   *syncGrabber // StrategySync
 	bg     *background
 	m      *metrics
@@ -74,9 +75,16 @@ func (a *admission) grab(ctx context.Context, userID, voucherID int) (Admission,
 	// watches the bucket whose stream holds the order.
 	home := bucketRef(voucherID, homeBucket(userID, k), k)
 	r, err := a.admit(ctx, home, userID, orderID)
-	queuedIn := home
+	queuedIn, borrowed := home, false
 	if err == nil && r.Outcome == lua.GrabSoldOut && k > 1 {
 		r, queuedIn, err = a.borrow.borrow(ctx, voucherID, k, userID, orderID)
+		borrowed = true
+	}
+	if err == nil && k > 1 && (borrowed || r.Outcome == lua.GrabAlreadyBuyer) {
+		err = a.confirmBuckets(ctx, voucherID, k, home, queuedIn, r.Outcome)
+	}
+	if errors.Is(err, ErrReplicationTimeout) {
+		return Admission{}, err
 	}
 	if err != nil {
 		return Admission{}, fmt.Errorf("seckill: admission script: %w", err)
@@ -103,10 +111,31 @@ func (a *admission) grab(ctx context.Context, userID, voucherID int) (Admission,
 // idempotent per order id).
 func (a *admission) admit(ctx context.Context, voucherID, userID int, orderID int64) (lua.GrabReply, error) {
 	req := lua.GrabRequest{User: userID, Order: orderID}
-	if a.batch == nil {
-		return grabAlone(ctx, a.rdb, a.keys.script(voucherID), a.opts.clock(), req)
+	switch {
+	case a.batch != nil:
+		return a.batch.admit(ctx, voucherID, req)
+	case a.acks != nil:
+		return a.acks.grabOne(ctx, voucherID, a.opts.clock(), req)
 	}
-	return a.batch.admit(ctx, voucherID, req)
+	return grabAlone(ctx, a.rdb, a.keys.script(voucherID), a.opts.clock(), req)
+}
+
+// confirmBuckets has the replicas acknowledge an answer about a voucher split into k stock
+// buckets that the home bucket's acknowledged call does not cover: a borrow (its steps ran in
+// the home and the donor bucket), or an order already held, which a borrow may have queued
+// in any bucket. Nil without replica acknowledgements, or for an answer that tells no order.
+func (a *admission) confirmBuckets(ctx context.Context, voucherID, k, home, queuedIn int, o lua.GrabOutcome) error {
+	if a.acks == nil || !tellsOrder(o) {
+		return nil
+	}
+	sales := []int{home, queuedIn}
+	if o == lua.GrabAlreadyBuyer {
+		sales = sales[:0]
+		for b := range k {
+			sales = append(sales, bucketRef(voucherID, b, k))
+		}
+	}
+	return a.acks.confirm(ctx, deadlineOf(ctx), sales...)
 }
 
 // notReady answers a grab on a voucher Redis does not know: ErrNoSuchVoucher if the database

@@ -35,6 +35,7 @@ type grabCall struct {
 	voucher int
 	user    int
 	order   int64
+	until   time.Time // its caller's deadline (zero: none)
 	res     lua.GrabReply
 	err     error
 	done    chan struct{}
@@ -51,10 +52,11 @@ type batcher struct {
 	timeout time.Duration
 	inline  autopipe.Inline
 	calls   atomic.Int64 // script calls sent (for tests)
+	acks    *replicaAcks // nil: answers without replica acknowledgements (replicaack.go)
 }
 
-func newBatcher(rdb redis.UniversalClient, keys keyspace, clock func() time.Time, workers int) *batcher {
-	b := &batcher{rdb: rdb, keys: keys, clock: clock, reqs: make(chan *grabCall), quit: make(chan struct{}), timeout: batchTimeout}
+func newBatcher(rdb redis.UniversalClient, keys keyspace, clock func() time.Time, workers int, acks *replicaAcks) *batcher {
+	b := &batcher{rdb: rdb, keys: keys, clock: clock, reqs: make(chan *grabCall), quit: make(chan struct{}), timeout: batchTimeout, acks: acks}
 	for i := 0; i < workers; i++ {
 		b.wg.Add(1)
 		go b.work()
@@ -78,7 +80,7 @@ func (b *batcher) admit(ctx context.Context, voucherID int, req lua.GrabRequest)
 		defer b.inline.Release()
 		return b.admitNow(ctx, voucherID, req)
 	}
-	c := &grabCall{voucher: voucherID, user: req.User, order: req.Order, done: make(chan struct{})}
+	c := &grabCall{voucher: voucherID, user: req.User, order: req.Order, until: deadlineOf(ctx), done: make(chan struct{})}
 	select {
 	case b.reqs <- c:
 	case <-ctx.Done():
@@ -105,7 +107,13 @@ func (b *batcher) admitNow(ctx context.Context, voucherID int, req lua.GrabReque
 	callCtx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	b.calls.Add(1)
-	r, err := grabAlone(callCtx, b.rdb, b.keys.script(voucherID), b.clock(), req)
+	var r lua.GrabReply
+	var err error
+	if b.acks != nil {
+		r, err = b.acks.grabOne(callCtx, voucherID, b.clock(), req)
+	} else {
+		r, err = grabAlone(callCtx, b.rdb, b.keys.script(voucherID), b.clock(), req)
+	}
 	if err != nil && ctx.Err() != nil {
 		return lua.GrabReply{}, ctx.Err() // the caller's end, as a batched grab reports it
 	}
@@ -135,10 +143,26 @@ func (b *batcher) work() {
 
 // scriptCall is one admission-script call of a flush: grabs of one voucher.
 type scriptCall struct {
-	keys  lua.SeckillKeys
-	reqs  []lua.GrabRequest
-	grabs []*grabCall
-	sent  *lua.QueuedGrab
+	voucher int
+	keys    lua.SeckillKeys
+	reqs    []lua.GrabRequest
+	grabs   []*grabCall
+	sent    *lua.QueuedGrab
+	replies []lua.GrabReply
+	err     error // of the call: no reply
+	ackErr  error // the replicas did not acknowledge the call (replicaack.go)
+}
+
+// reply is the answer to the call's i-th grab: the script's reply, or the call's error, or,
+// for a reply that would tell its user an order, the replicas' failure to acknowledge it.
+func (c *scriptCall) reply(i int) (lua.GrabReply, error) {
+	if c.err != nil {
+		return lua.GrabReply{}, c.err
+	}
+	if c.ackErr != nil && tellsOrder(c.replies[i].Outcome) {
+		return lua.GrabReply{}, c.ackErr
+	}
+	return c.replies[i], nil
 }
 
 func (b *batcher) flush(batch []*grabCall) {
@@ -151,32 +175,38 @@ func (b *batcher) flush(batch []*grabCall) {
 	// One call per voucher (per perCall grabs), in arrival order within a voucher.
 	var calls []*scriptCall
 	open := map[int]*scriptCall{}
-	for _, g := range batch {
+	var until time.Time // the latest deadline of the grabs (zero: one has none)
+	for i, g := range batch {
 		c := open[g.voucher]
 		if c == nil || len(c.grabs) == perCall {
-			c = &scriptCall{keys: b.keys.script(g.voucher)}
+			c = &scriptCall{voucher: g.voucher, keys: b.keys.script(g.voucher)}
 			open[g.voucher] = c
 			calls = append(calls, c)
 		}
 		c.reqs = append(c.reqs, lua.GrabRequest{User: g.user, Order: g.order})
 		c.grabs = append(c.grabs, g)
-	}
-
-	pipe := b.rdb.Pipeline()
-	for _, c := range calls {
-		c.sent = lua.QueueGrab(ctx, pipe, c.keys, now, c.reqs)
+		if i == 0 || (!until.IsZero() && (g.until.IsZero() || g.until.After(until))) {
+			until = g.until
+		}
 	}
 	b.calls.Add(int64(len(calls)))
-	// Errors are in each call's command.
-	_, _ = pipe.Exec(ctx)
+
+	if b.acks != nil {
+		b.acks.grabs(ctx, calls, now, until)
+	} else {
+		pipe := b.rdb.Pipeline()
+		for _, c := range calls {
+			c.sent = lua.QueueGrab(ctx, pipe, c.keys, now, c.reqs)
+		}
+		// Errors are in each call's command.
+		_, _ = pipe.Exec(ctx)
+		for _, c := range calls {
+			c.replies, c.err = c.sent.Replies(ctx, b.rdb)
+		}
+	}
 	for _, c := range calls {
-		replies, err := c.sent.Replies(ctx, b.rdb)
 		for i, g := range c.grabs {
-			if err != nil {
-				g.err = err
-			} else {
-				g.res = replies[i]
-			}
+			g.res, g.err = c.reply(i)
 			close(g.done)
 		}
 	}

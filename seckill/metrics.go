@@ -19,6 +19,7 @@ type metrics struct {
 	// What a Redis that lost state sends the consumer (see rehome.go).
 	rehomed, superseded, lost prometheus.Counter
 	toldLost                  prometheus.Counter // orders told, lost before written (told.go)
+	unacked                   prometheus.Counter // pipelines the replicas did not acknowledge (replicaack.go)
 	// background counts the errors of background work that has no caller to return them to
 	// (logged too), by what failed.
 	background *prometheus.CounterVec
@@ -62,6 +63,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "surge_seckill_orders_told_lost_total",
 			Help: "Orders told to their users and recorded LOST: Redis lost them (a flush, a failover, an AOF's lost tail) before any consumer wrote them.",
 		}),
+		unacked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "surge_seckill_unacknowledged_batches_total",
+			Help: "Admission pipelines (one per Redis master and batch) whose WAIT reported fewer replicas than ReplicaAcks in time, or failed: their grabs that would have told an order were answered REPLICATION_TIMEOUT.",
+		}),
 		background: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "surge_seckill_background_errors_total",
 			Help: "Errors of the consumer's background work (listing vouchers, unregistering finished ones, forgetting gone consumers: retried on a later pass; releasing the buyer of a failed borrowed order: logged, the buyer stays until the sale's keys go).",
@@ -78,7 +83,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.grabs.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(m.grabs, m.persisted, m.dead, m.claimed, m.batches, m.gangs, m.rehomed, m.superseded, m.lost, m.toldLost, m.background)
+		reg.MustRegister(m.grabs, m.persisted, m.dead, m.claimed, m.batches, m.gangs, m.rehomed, m.superseded, m.lost, m.toldLost, m.unacked, m.background)
 	}
 	return m
 }
@@ -86,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // outcomeNames are every label outcome() gives: the script's outcomes, the refusals decided
 // before it, and "error".
 func outcomeNames() []string {
-	names := []string{ErrRateLimited.Reason(), ErrNoSuchVoucher.Reason(), outcome(errors.New("failure"))}
+	names := []string{ErrRateLimited.Reason(), ErrNoSuchVoucher.Reason(), ErrReplicationTimeout.Reason(), outcome(errors.New("failure"))}
 	for _, o := range lua.GrabOutcomes() {
 		names = append(names, o.String())
 	}

@@ -58,6 +58,17 @@ type Options struct {
 	// grabs are sent together, one script call per voucher and one round trip per batch.
 	// < 0 sends each grab on its own. (2)
 	Pipelines int
+	// ReplicaAcks, when positive, answers a grab with an order (admitted, or already
+	// purchased) only once at least this many replicas of the Redis master that ran it hold
+	// it (WAIT, one per pipeline of grabs and master; see replicaack.go): a failover to one
+	// of them cannot lose an order told. A grab not acknowledged within ReplicaAckTimeout is
+	// answered ErrReplicationTimeout; its admission stands, and a retry names the order once
+	// the replicas have it. StrategyLua only. (0: off)
+	ReplicaAcks int
+	// ReplicaAckTimeout bounds the wait for ReplicaAcks (a grab's deadline bounds it further).
+	// At most half the Redis client's ReadTimeout: go-redis reads a pipeline's replies within
+	// ReadTimeout, and sends the whole pipeline again when the read times out. (500 ms)
+	ReplicaAckTimeout time.Duration
 
 	// Order consumer (consumer.go; StrategyLua).
 
@@ -134,6 +145,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Pipelines == 0 {
 		o.Pipelines = defaultPipelines
+	}
+	if o.ReplicaAckTimeout == 0 {
+		o.ReplicaAckTimeout = defaultReplicaAckTimeout
 	}
 	o.Group = orDefault(o.Group, defaultGroup)
 	if o.Consumer == "" {
@@ -250,6 +264,9 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 	if o.StreamClient == nil {
 		o.StreamClient = rdb
 	}
+	if err := checkReplicaAcks(&o, rdb); err != nil {
+		return nil, err
+	}
 	s := &Service{opts: o, rdb: rdb, db: db, bg: newBackground(), m: newMetrics(o.Registerer)}
 	s.events = newEvents(rdb, KeyPrefix(o.Namespace, o.Prefix)+":events", o.Logger.With("component", "seckill"))
 	var err error
@@ -265,7 +282,7 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 	if err != nil {
 		return nil, errors.Join(err, s.ids.Close(), s.locks.Close())
 	}
-	s.assemble(refStore{store})
+	s.assemble(refStore{store}, newReplicaAcks(&o, rdb, newKeyspace(&o), s.m))
 	if o.Strategy == StrategyLua {
 		s.bg.goBackground(s.told.run)
 		s.bg.goBackground(func(life context.Context) { s.borrower.run(life, s.admission.counts) })
@@ -281,7 +298,7 @@ func (s *Service) voucherLocks() voucherLocks {
 }
 
 // assemble builds the parts on one order store.
-func (s *Service) assemble(store orderStore) {
+func (s *Service) assemble(store orderStore, acks *replicaAcks) {
 	o, keys, log := &s.opts, newKeyspace(&s.opts), s.opts.Logger.With("component", "seckill")
 	failures := &failures{}
 	counts := &bucketCounts{rdb: s.rdb, keys: keys}
@@ -298,13 +315,13 @@ func (s *Service) assemble(store orderStore) {
 	ready := newReadyQueue(keys)
 	ready.close() // until RunConsumer: grabs signal nothing
 	s.admission = &admission{
-		told: s.told, counts: counts, borrow: s.borrower, signal: ready.admitted,
+		told: s.told, counts: counts, borrow: s.borrower, signal: ready.admitted, acks: acks,
 		opts: o.admission(), rdb: s.rdb, keys: keys, ids: s.ids, store: store, limit: newLimiter(o.RateLimit),
 		bg: s.bg, m: s.m, log: log, warm: func(ctx context.Context, v int) error { return s.Warm(ctx, v) },
 		sync: &syncGrabber{locks: s.locks, keys: keys, store: store, clock: o.Clock},
 	}
 	if o.Pipelines > 0 && o.Strategy == StrategyLua {
-		s.admission.batch = newBatcher(s.rdb, keys, o.Clock, o.Pipelines)
+		s.admission.batch = newBatcher(s.rdb, keys, o.Clock, o.Pipelines, acks)
 	}
 	s.consumer = &consumer{
 		opts: o.consumer(), rdb: s.rdb, keys: keys, store: store, settler: settler, m: s.m, log: log, ready: ready,
@@ -354,7 +371,7 @@ func (s *Service) Grab(ctx context.Context, userID, voucherID int) (Admission, e
 		return s.admission.grab(ctx, userID, voucherID)
 	})
 	s.m.grab(outcome(err))
-	if err == nil {
+	if err == nil || errors.Is(err, ErrReplicationTimeout) { // an admission not acknowledged stands
 		s.events.stockChanged(voucherID)
 	}
 	return a, err

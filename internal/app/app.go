@@ -237,7 +237,10 @@ func (a *App) SeckillOptions() seckill.Options {
 		RateLimit: seckill.RateLimit{PerSecond: a.Config.SeckillRate, Burst: int(2 * a.Config.SeckillRate)},
 		ClaimIdle: a.Config.SeckillClaimIdle,
 		Readers:   a.Config.SeckillReaders,
-		Logger:    a.Log,
+		// Each order told is on this many replicas first (0: off).
+		ReplicaAcks:       a.Config.SeckillReplicaAcks,
+		ReplicaAckTimeout: a.Config.SeckillReplicaAckTimeout,
+		Logger:            a.Log,
 		// The order id counter's fences, in the deployment's database (store.Migrate creates
 		// the table): no order id told twice whatever Redis loses.
 		EpochStore: a.DB.Epochs(),

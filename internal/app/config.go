@@ -157,6 +157,14 @@ type Config struct {
 	// order consumer of this server persists at once, whatever the number of live vouchers.
 	// Its Redis pool holds 2× this and 2 connections.
 	SeckillReaders int
+	// SeckillReplicaAcks is SURGE_SECKILL_REPLICA_ACKS, -seckill-replica-acks (0: off): a grab
+	// is answered with an order only once this many replicas of the Redis master that ran it
+	// hold it (WAIT), so that a failover to one of them loses no order told; a grab they do not
+	// acknowledge within SeckillReplicaAckTimeout (SURGE_SECKILL_REPLICA_ACK_TIMEOUT,
+	// -seckill-replica-ack-timeout, 500ms; at most half the Redis client's 1 s read timeout) is
+	// answered UNAVAILABLE (retry). Needs a real Redis with replicas and the lua strategy.
+	SeckillReplicaAcks       int
+	SeckillReplicaAckTimeout time.Duration
 	// StockThrottle is SURGE_STOCK_THROTTLE, -stock-throttle (200ms): the least time between
 	// two voucherStock subscription messages of one voucher (after the current value a new
 	// subscriber gets at once); 0 sends every change.
@@ -243,6 +251,8 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	rate := fs.Float64("seckill-rate", ev.float("SURGE_SECKILL_RATE", 5), "grabs per second per user per server, burst twice that; negative disables (SURGE_SECKILL_RATE)")
 	consumer := fs.String("seckill-consumer", env("SURGE_SECKILL_CONSUMER", ""), "run the order stream consumer in this process: true/false (SURGE_SECKILL_CONSUMER; default true)")
 	readers := fs.Int("seckill-readers", ev.int("SURGE_SECKILL_READERS", seckill.DefaultReaders), "how many vouchers the order consumer of this server persists at once, whatever the number of live vouchers; its Redis pool holds 2x this + 2 connections (SURGE_SECKILL_READERS)")
+	replicaAcks := fs.Int("seckill-replica-acks", ev.int("SURGE_SECKILL_REPLICA_ACKS", 0), "answer a grab with an order only once this many Redis replicas hold it (WAIT); 0: off (SURGE_SECKILL_REPLICA_ACKS)")
+	replicaAckTimeout := fs.Duration("seckill-replica-ack-timeout", ev.duration("SURGE_SECKILL_REPLICA_ACK_TIMEOUT", 500*time.Millisecond), "how long a grab waits for -seckill-replica-acks replicas before it is answered UNAVAILABLE (retry); at most 500ms (SURGE_SECKILL_REPLICA_ACK_TIMEOUT)")
 	claimIdle := fs.Duration("seckill-claim-idle", ev.duration("SURGE_SECKILL_CLAIM_IDLE", 30*time.Second), "how long an admitted order stays pending with a consumer before another one takes it over (SURGE_SECKILL_CLAIM_IDLE)")
 	observability := observabilityFlags(fs, ev)
 	stockThrottle := fs.Duration("stock-throttle", ev.duration("SURGE_STOCK_THROTTLE", 200*time.Millisecond), "least time between two voucherStock subscription messages of one voucher; 0 sends every change (SURGE_STOCK_THROTTLE)")
@@ -262,6 +272,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, ShutdownGrace: 15 * time.Second,
 			SeckillStrategy: *strategy, SeckillRate: *rate, StockThrottle: *stockThrottle,
 			SeckillClaimIdle: *claimIdle, SeckillReaders: *readers,
+			SeckillReplicaAcks: *replicaAcks, SeckillReplicaAckTimeout: *replicaAckTimeout,
 			MaxTokens: *maxTokens, MaxNesting: *maxNesting, MaxFields: *maxFields,
 			RequestTimeout: *requestTimeout, ReadTimeout: *readTimeout,
 			SessionCache: *sessionCache, SessionSlide: *sessionSlide, SessionMaxAge: *sessionMaxAge,
@@ -295,6 +306,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		}
 		if c.SeckillStrategy != "lua" && c.SeckillStrategy != "sync" {
 			return Config{}, fmt.Errorf("invalid seckill strategy %q: want lua or sync", c.SeckillStrategy)
+		}
+		if err := c.checkReplicaAcks(); err != nil {
+			return Config{}, err
 		}
 		if c.Mode == "" {
 			c.Mode = "production"
@@ -384,6 +398,25 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		}
 		return c, nil
 	}
+}
+
+// checkReplicaAcks refuses replica acknowledgements that could never be given (the embedded
+// Redis has no replicas; the sync strategy admits in the database) or that would outlast the
+// Redis client's read of their reply (which would then be cut and the pipeline sent again).
+func (c Config) checkReplicaAcks() error {
+	switch {
+	case c.SeckillReplicaAcks < 0:
+		return fmt.Errorf("%s: %d must not be negative (0: off)", setting("seckill-replica-acks"), c.SeckillReplicaAcks)
+	case c.SeckillReplicaAcks == 0:
+		return nil
+	case c.SeckillStrategy != "lua":
+		return fmt.Errorf("%s needs the lua seckill strategy (sync admits in the database)", setting("seckill-replica-acks"))
+	case len(c.RedisAddrs) == 0:
+		return fmt.Errorf("%s needs a real Redis with replicas (SURGE_REDIS_ADDRS), not the embedded one", setting("seckill-replica-acks"))
+	case c.SeckillReplicaAckTimeout < time.Millisecond || c.SeckillReplicaAckTimeout > redisReadTimeout/2:
+		return fmt.Errorf("%s: %v must be within 1ms and %v (half the Redis client's read timeout)", setting("seckill-replica-ack-timeout"), c.SeckillReplicaAckTimeout, redisReadTimeout/2)
+	}
+	return nil
 }
 
 // DefaultNamespace starts every key of a deployment that sets no SURGE_NAMESPACE.

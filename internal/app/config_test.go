@@ -1,6 +1,7 @@
 package app
 
 import (
+	"database/sql"
 	"reflect"
 	"strings"
 	"testing"
@@ -361,6 +362,55 @@ func TestParseConfigBadVariablesAreFatal(t *testing.T) {
 		_, err := ParseConfig(nil, envOf(map[string]string{k: v}))
 		if err == nil || !strings.Contains(err.Error(), k) || !strings.Contains(err.Error(), v) {
 			t.Errorf("%s=%s: %v, want an error naming both", k, v, err)
+		}
+	}
+}
+
+// Replica-acknowledged admission is off by default; on, it is passed to the seckill service;
+// values that could never be acknowledged, or that would outlast the Redis client's read, are
+// refused at start.
+func TestParseConfigReplicaAcks(t *testing.T) {
+	prod := map[string]string{"SURGE_MYSQL_DSN": "u:p@tcp(h:3306)/d", "SURGE_REDIS_ADDRS": "a:1"}
+	with := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for k, v := range prod {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return envOf(m)
+	}
+	c, err := ParseConfig(nil, with())
+	if err != nil || c.SeckillReplicaAcks != 0 || c.SeckillReplicaAckTimeout != 500*time.Millisecond {
+		t.Fatalf("defaults: %d acks, timeout %v, %v", c.SeckillReplicaAcks, c.SeckillReplicaAckTimeout, err)
+	}
+	c, err = ParseConfig([]string{"-seckill-replica-ack-timeout", "250ms"}, with("SURGE_SECKILL_REPLICA_ACKS", "1"))
+	if err != nil || c.SeckillReplicaAcks != 1 || c.SeckillReplicaAckTimeout != 250*time.Millisecond {
+		t.Fatalf("on: %d acks, timeout %v, %v", c.SeckillReplicaAcks, c.SeckillReplicaAckTimeout, err)
+	}
+	sqlDB, err := sql.Open("mysql", "u:p@tcp(127.0.0.1:1)/d") // never connects
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqlDB.Close()
+	a := &App{Config: c, DB: &store.DB{Dialect: "mysql", SQL: sqlDB}}
+	if o := a.SeckillOptions(); o.ReplicaAcks != 1 || o.ReplicaAckTimeout != 250*time.Millisecond {
+		t.Fatalf("seckill options: %d acks, timeout %v", o.ReplicaAcks, o.ReplicaAckTimeout)
+	}
+	for name, tc := range map[string]struct {
+		args []string
+		env  func(string) string
+		want string
+	}{
+		"negative":     {env: with("SURGE_SECKILL_REPLICA_ACKS", "-1"), want: "negative"},
+		"embedded":     {env: envOf(map[string]string{"SURGE_SECKILL_REPLICA_ACKS": "1"}), want: "embedded"},
+		"sync":         {env: with("SURGE_SECKILL_REPLICA_ACKS", "1", "SURGE_SECKILL_STRATEGY", "sync"), want: "lua"},
+		"zero timeout": {args: []string{"-seckill-replica-ack-timeout", "0s"}, env: with("SURGE_SECKILL_REPLICA_ACKS", "1"), want: "SURGE_SECKILL_REPLICA_ACK_TIMEOUT"},
+		"past read":    {env: with("SURGE_SECKILL_REPLICA_ACKS", "1", "SURGE_SECKILL_REPLICA_ACK_TIMEOUT", "800ms"), want: "read timeout"},
+	} {
+		if _, err := ParseConfig(tc.args, tc.env); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, tc.want)
 		}
 	}
 }
