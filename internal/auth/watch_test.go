@@ -100,13 +100,10 @@ func testWatchEndsSubscriptions(t *testing.T, rdb redis.UniversalClient) {
 
 	var e ends
 	loggedOut, bystander := loginFor(t, a, sender), loginFor(t, a, sender)
-	phone := testenv.Phone()
-	if _, err := a.SendCode(ctx, phone); err != nil {
-		t.Fatal(err)
-	}
-	revoked, u, err := a.Login(ctx, phone, sender.code(phone))
-	if err != nil {
-		t.Fatal(err)
+	revoked := loginAs(t, rdb, a, sender, testenv.Phone())
+	me, err := a.Authenticate(ctx, revoked)
+	if err != nil || me == nil {
+		t.Fatal(me, err)
 	}
 	for _, svc := range []struct {
 		name string
@@ -131,7 +128,7 @@ func testWatchEndsSubscriptions(t *testing.T, rdb redis.UniversalClient) {
 	e.wait(t, "logout 2 b", auth.ErrSessionEnded, since, bound)
 
 	since = time.Now()
-	if n, err := b.RevokeSessions(ctx, u.ID); n != 1 || err != nil {
+	if n, err := b.RevokeSessions(ctx, me.UserID); n != 1 || err != nil {
 		t.Fatalf("revoke: %d %v", n, err)
 	}
 	if _, _, ok := e.get("revoked b"); !ok {
@@ -164,14 +161,7 @@ func TestWatchRoleEndsAdminOnlySubscriptions(t *testing.T) {
 	adm, sender, db := newService(t, rdb, opts)
 	opts.AdminPhones = nil
 	demoted := sibling(rdb, adm, db, opts)
-	ctx := context.Background()
-	if _, err := adm.SendCode(ctx, phone); err != nil {
-		t.Fatal(err)
-	}
-	token, _, err := adm.Login(ctx, phone, sender.code(phone))
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := loginAs(t, rdb, adm, sender, phone)
 	var e ends
 	e.watch(t, adm, "admin-only, still admin", token, true)
 	e.watch(t, demoted, "admin-only", token, true)
