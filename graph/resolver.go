@@ -44,6 +44,7 @@ func adminOnly(ctx context.Context, _ any, next graphql.Resolver) (any, error) {
 	if !s.IsAdmin() {
 		return nil, apperr.New(apperr.Forbidden, "admin role required")
 	}
+	auth.WatchRole(ctx) // an admin-only subscription ends if the session loses the role
 	return next(ctx)
 }
 

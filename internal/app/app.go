@@ -153,7 +153,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		Registry:               registry,
 		Health: map[string]func(context.Context) error{
 			"redis":     func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() },
-			"database":  a.DB.Ping,
+			"database":  (&databaseReady{db: a.DB, want: a.Deployment, every: readyEvery}).check,
 			"namespace": func(context.Context) error { return a.NamespaceErr() },
 		},
 		Halted:        func() bool { return a.NamespaceErr() != nil },

@@ -262,6 +262,18 @@ func TestParseConfigCORSGlobsWithCredentials(t *testing.T) {
 			t.Errorf("SURGE_CORS_ORIGINS=%s with credentials: %v", ok, err)
 		}
 	}
+	// Issue 33, item 3: a glob over a public suffix matches any site registered under it.
+	for _, bad := range []string{"https://*.co.uk", "https://*.com.cn", "https://*.github.io", "https://pr-*.vercel.app", "https://*.CO.UK"} {
+		err := parse(bad)
+		if err == nil || !strings.Contains(err.Error(), "public suffix") || !strings.Contains(err.Error(), bad) {
+			t.Errorf("SURGE_CORS_ORIGINS=%s with credentials: %v, want a refusal naming the pattern and the public suffix", bad, err)
+		}
+	}
+	for _, ok := range []string{"https://*.example.co.uk", "https://*.surgekit.github.io", "https://*.shop.com.cn"} {
+		if err := parse(ok); err != nil {
+			t.Errorf("SURGE_CORS_ORIGINS=%s with credentials: %v", ok, err)
+		}
+	}
 	// Without credentials a broad glob is what it says: any origin, no cookies.
 	delete(prod, "SURGE_CORS_CREDENTIALS")
 	if err := parse("https://*,http://*"); err != nil {

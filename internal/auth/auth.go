@@ -4,7 +4,9 @@
 // per Options.SlideEvery per process) and ends at the latest Options.SessionMaxAge after the
 // login. Each process remembers the sessions it read for Options.SessionCache (1 s), so a busy
 // client costs Redis one read per second per server; a logout or a revocation through another
-// server is honoured here within that bound.
+// server is honoured here within that bound. A subscription lives as long as its session
+// (Watch): each process reads the sessions of its open subscriptions every SessionCache in one
+// pipeline and ends those whose session ended.
 //
 // The role is not part of the session: it is the phone's role in Options.AdminPhones, looked up
 // on every request, so removing an admin takes effect on the next request after a restart
@@ -189,6 +191,7 @@ type Service struct {
 	foreign *prometheus.CounterVec // refusals of another deployment's code or session
 	sends   *prometheus.CounterVec // codes handed to the CodeSender, by result
 	recent  *lru.Cache[[sha256.Size]byte, recentSession]
+	watch   *watcher // the sessions of open subscriptions (Watch)
 }
 
 // recentSession is what this process last read of a session (by the SHA-256 of its token):
@@ -211,9 +214,11 @@ func New(rdb redis.UniversalClient, db *ent.Client, opts Options) *Service {
 		admins[strings.TrimSpace(p)] = true
 	}
 	recent, _ := lru.New[[sha256.Size]byte, recentSession](recentSessions) // only a size ≤ 0 fails
-	return &Service{rdb: rdb, db: db, opts: opts, admins: admins,
+	s := &Service{rdb: rdb, db: db, opts: opts, admins: admins,
 		keys: KeysIn(opts.Namespace), foreign: newForeignCounter(opts.Registerer),
 		sends: newSendCounter(opts.Registerer), recent: recent}
+	s.watch = newWatcher(s, opts.Registerer)
+	return s
 }
 
 // Options returns the effective options (defaults filled in).
@@ -420,19 +425,12 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Session, err
 	if known && now.Sub(last.read) < s.opts.SessionCache && now.Before(last.end) {
 		return last.session, nil
 	}
-	slide := !known || now.Sub(last.slid) >= s.opts.SlideEvery
-	key := s.keys.session(sum)
-	var get *redis.MapStringStringCmd
+	var r *sessionRead
 	var err error
-	add := func(p redis.Pipeliner) {
-		get = p.HGetAll(ctx, key)
-		if slide {
-			p.PExpire(ctx, key, s.opts.SessionTTL)
-		}
-	}
+	add := func(p redis.Pipeliner) { r = s.readSession(ctx, p, sum, now) }
 	if s.opts.Pipe != nil {
 		if err = s.opts.Pipe.Do(ctx, add); err == nil {
-			err = get.Err()
+			err = r.get.Err()
 		}
 	} else {
 		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { add(p); return nil })
@@ -440,35 +438,65 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Session, err
 	if err != nil {
 		return nil, fmt.Errorf("auth: loading session: %w", err)
 	}
-	m := get.Val()
+	return s.settle(ctx, r), nil
+}
+
+// sessionRead is one read of a session from Redis, queued in a pipeline by readSession and
+// interpreted by settle.
+type sessionRead struct {
+	sum   [sha256.Size]byte
+	last  recentSession // what this process remembered of it (zero: nothing)
+	slide bool          // the read slides the session's TTL too
+	now   time.Time
+	get   *redis.MapStringStringCmd
+}
+
+// readSession queues in p the read of a session (by the SHA-256 of its token) and, if this
+// process last slid it SlideEvery ago or more, the slide of its TTL.
+func (s *Service) readSession(ctx context.Context, p redis.Pipeliner, sum [sha256.Size]byte, now time.Time) *sessionRead {
+	last, known := s.recent.Get(sum)
+	r := &sessionRead{sum: sum, last: last, slide: !known || now.Sub(last.slid) >= s.opts.SlideEvery, now: now}
+	key := s.keys.session(sum)
+	r.get = p.HGetAll(ctx, key)
+	if r.slide {
+		p.PExpire(ctx, key, s.opts.SessionTTL)
+	}
+	return r
+}
+
+// settle turns a session read into the Session, remembered for SessionCache, or nil when
+// there is none: unknown, idle too long, revoked, another deployment's, or older than
+// SessionMaxAge (then deleted).
+func (s *Service) settle(ctx context.Context, r *sessionRead) *Session {
+	m, sum := r.get.Val(), r.sum
 	id, err := strconv.Atoi(m["id"])
 	created, errCreated := strconv.ParseInt(m[createdField], 10, 64)
 	if len(m) == 0 || err != nil || errCreated != nil { // no created: minted before sessions had an end
 		s.recent.Remove(sum)
-		return nil, nil
+		return nil
 	}
 	if m[deploymentField] != s.opts.Deployment {
 		s.recent.Remove(sum)
 		s.refuseForeign(ctx, kindSession, "minted_by", m[deploymentField])
-		return nil, nil
+		return nil
 	}
 	// The end counts from the login with today's SessionMaxAge, so shortening it ends the
 	// sessions already older at once. (A slide just now may have renewed the key: it goes.)
 	end := time.UnixMilli(created).Add(s.opts.SessionMaxAge)
-	if !now.Before(end) {
+	if !r.now.Before(end) {
 		s.recent.Remove(sum)
 		if err := s.endSessions(ctx, id, sum); err != nil {
 			s.opts.Logger.WarnContext(ctx, "auth: deleting a session past its lifetime", "err", err)
 		}
-		return nil, nil
+		return nil
 	}
 	sess := &Session{UserID: id, Phone: m["phone"], Nickname: m["nickname"], Icon: m["icon"], Role: s.roleOf(m["phone"])}
-	entry := recentSession{session: sess, read: now, slid: last.slid, end: end}
-	if slide {
-		entry.slid = now
+	entry := recentSession{session: sess, read: r.now, slid: r.last.slid, end: end}
+	if r.slide {
+		entry.slid = r.now
 	}
 	s.recent.Add(sum, entry)
-	return sess, nil
+	return sess
 }
 
 // Logout ends the session of token. It reports whether a session existed. This process
@@ -491,6 +519,7 @@ func (s *Service) Logout(ctx context.Context, token string) (bool, error) {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return false, fmt.Errorf("auth: deleting session: %w", err)
 	}
+	s.watch.sessionEnded(sum)
 	if uid, err := strconv.Atoi(id.Val()); err == nil {
 		// Off the user's index too; left there, it would only wait for the index's pruning.
 		// (The session is gone either way: a failure here is no reason to fail the logout.)

@@ -100,6 +100,9 @@ func (s *Service) endSessions(ctx context.Context, userID int, ended ...[sha256.
 	if err != nil {
 		return fmt.Errorf("auth: ending sessions: %w", err)
 	}
+	for _, sum := range ended {
+		s.watch.sessionEnded(sum)
+	}
 	return nil
 }
 

@@ -133,6 +133,10 @@ func (s *Service) CreateShop(ctx context.Context, in ent.CreateShopInput) (*ent.
 	if err := trimName(&in.Name); err != nil {
 		return nil, err
 	}
+	if err := firstErr(plainText("name", &in.Name), plainText("area", in.Area), plainText("address", in.Address),
+		plainText("openHours", in.OpenHours), plainTexts("images", in.Images)); err != nil {
+		return nil, err
+	}
 	if err := s.checkShopType(ctx, in.TypeID); err != nil {
 		return nil, err
 	}
@@ -178,6 +182,10 @@ func (s *Service) UpdateShop(ctx context.Context, id int, in ent.UpdateShopInput
 	if err := trimName(in.Name); err != nil {
 		return nil, err
 	}
+	if err := firstErr(plainText("name", in.Name), plainText("area", in.Area), plainText("address", in.Address),
+		plainText("openHours", in.OpenHours), plainTexts("images", in.Images), plainTexts("appendImages", in.AppendImages)); err != nil {
+		return nil, err
+	}
 	if in.TypeID != nil {
 		if err := s.checkShopType(ctx, *in.TypeID); err != nil {
 			return nil, err
@@ -208,6 +216,9 @@ func (s *Service) CreateShopType(ctx context.Context, in ent.CreateShopTypeInput
 	if err := trimName(&in.Name); err != nil {
 		return nil, err
 	}
+	if err := firstErr(plainText("name", &in.Name), plainText("icon", in.Icon)); err != nil {
+		return nil, err
+	}
 	var st *ent.ShopType
 	err := writeThrough(ctx, s, s.shopTypes, shopTypesKey, func(ctx context.Context) (err error) {
 		st, err = s.db.ShopType.Create().SetInput(in).Save(ctx)
@@ -223,6 +234,9 @@ func (s *Service) CreateShopType(ctx context.Context, in ent.CreateShopTypeInput
 // cached list follows at once.
 func (s *Service) UpdateShopType(ctx context.Context, id int, in ent.UpdateShopTypeInput) (*ent.ShopType, error) {
 	if err := trimName(in.Name); err != nil {
+		return nil, err
+	}
+	if err := firstErr(plainText("name", in.Name), plainText("icon", in.Icon)); err != nil {
 		return nil, err
 	}
 	var st *ent.ShopType
@@ -302,6 +316,10 @@ func (in *VoucherInput) Validate() error {
 		return apperr.Invalid("payValue", "payValue must be >= 0 (cents)")
 	case in.ActualValue < 0:
 		return apperr.Invalid("actualValue", "actualValue must be >= 0 (cents)")
+	}
+	if err := firstErr(plainText("title", &in.Title), plainText("subtitle", &in.Subtitle), ruleText(&in.Rules),
+		checkPrice("payValue", in.PayValue, in.ActualValue)); err != nil {
+		return err
 	}
 	if in.Status == "" {
 		in.Status = voucher.StatusACTIVE
@@ -396,6 +414,9 @@ func (u *VoucherUpdate) Validate(cur *ent.Voucher) error {
 	case u.ActualValue != nil && *u.ActualValue < 0:
 		return apperr.Invalid("actualValue", "actualValue must be >= 0 (cents)")
 	}
+	if err := firstErr(plainText("title", u.Title), plainText("subtitle", u.Subtitle), ruleText(u.Rules), u.checkPrice(cur)); err != nil {
+		return err
+	}
 	if u.Status != nil {
 		if err := voucher.StatusValidator(*u.Status); err != nil {
 			return apperr.Invalid("status", "invalid status %q", *u.Status)
@@ -458,6 +479,22 @@ func (u *VoucherUpdate) Validate(cur *ent.Voucher) error {
 		return apperr.Invalid(field, "endAt must be after beginAt (%s)", begin.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// checkPrice applies checkPrice to the prices the update leaves, when it changes one (a
+// voucher stored before the rule keeps its other fields editable).
+func (u *VoucherUpdate) checkPrice(cur *ent.Voucher) error {
+	if u.PayValue == nil && u.ActualValue == nil {
+		return nil
+	}
+	pay, actual, field := cur.PayValue, cur.ActualValue, "actualValue"
+	if u.ActualValue != nil {
+		actual = *u.ActualValue
+	}
+	if u.PayValue != nil {
+		pay, field = *u.PayValue, "payValue"
+	}
+	return checkPrice(field, pay, actual)
 }
 
 // UpdateVoucher validates and applies a partial update of a voucher; an unknown voucher is

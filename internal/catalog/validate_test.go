@@ -30,17 +30,21 @@ func TestVoucherInputValidate(t *testing.T) {
 		t.Errorf("stock 0 is a valid (sold out) seckill: %v", err)
 	}
 	bad := map[string]func(*VoucherInput){
-		"stock":       func(v *VoucherInput) { v.Stock = stock(-1) },
-		"stock nil":   func(v *VoucherInput) { v.Stock = nil },
-		"stock huge":  func(v *VoucherInput) { v.Stock = stock(MaxStock + 1) },
-		"no window":   func(v *VoucherInput) { v.BeginAt = nil },
-		"begin > end": func(v *VoucherInput) { v.BeginAt, v.EndAt = &later, &now },
-		"begin = end": func(v *VoucherInput) { v.EndAt = &now },
-		"title":       func(v *VoucherInput) { v.Title = " \t" },
-		"pay":         func(v *VoucherInput) { v.PayValue = -1 },
-		"actual":      func(v *VoucherInput) { v.ActualValue = -1 },
-		"kind":        func(v *VoucherInput) { v.Kind = "BOGUS" },
-		"status":      func(v *VoucherInput) { v.Status = "BOGUS" },
+		"stock":        func(v *VoucherInput) { v.Stock = stock(-1) },
+		"stock nil":    func(v *VoucherInput) { v.Stock = nil },
+		"stock huge":   func(v *VoucherInput) { v.Stock = stock(MaxStock + 1) },
+		"no window":    func(v *VoucherInput) { v.BeginAt = nil },
+		"begin > end":  func(v *VoucherInput) { v.BeginAt, v.EndAt = &later, &now },
+		"begin = end":  func(v *VoucherInput) { v.EndAt = &now },
+		"title":        func(v *VoucherInput) { v.Title = " \t" },
+		"pay":          func(v *VoucherInput) { v.PayValue = -1 },
+		"actual":       func(v *VoucherInput) { v.ActualValue = -1 },
+		"pay > value":  func(v *VoucherInput) { v.PayValue, v.ActualValue = 1_000_000_000, 1 },
+		"NUL title":    func(v *VoucherInput) { v.Title = "a\x00b" },
+		"C1 subtitle":  func(v *VoucherInput) { v.Subtitle = "a\u009bb" },
+		"tab in rules": func(v *VoucherInput) { v.Rules = "a\tb" },
+		"kind":         func(v *VoucherInput) { v.Kind = "BOGUS" },
+		"status":       func(v *VoucherInput) { v.Status = "BOGUS" },
 		"normal+stock": func(v *VoucherInput) {
 			v.Kind = voucher.KindNORMAL
 		},
@@ -60,6 +64,8 @@ func TestVoucherUpdateValidate(t *testing.T) {
 	stock := 5
 	seckill := &ent.Voucher{Kind: voucher.KindSECKILL, Stock: &stock, BeginAt: &now, EndAt: &later}
 	normal := &ent.Voucher{Kind: voucher.KindNORMAL}
+	priced := &ent.Voucher{Kind: voucher.KindNORMAL, PayValue: 100, ActualValue: 200}
+	overpriced := &ent.Voucher{Kind: voucher.KindNORMAL, PayValue: 300, ActualValue: 200} // stored before the rule
 	n := func(v int) *int { return &v }
 	m := func(v int64) *int64 { return &v }
 	s := func(v string) *string { return &v }
@@ -80,6 +86,9 @@ func TestVoucherUpdateValidate(t *testing.T) {
 		{"begin earlier", seckill, VoucherUpdate{BeginAt: ts(earlier)}},
 		{"both moved past the old end", seckill, VoucherUpdate{BeginAt: ts(later.Add(time.Hour)), EndAt: ts(later.Add(2 * time.Hour))}},
 		{"normal fields", normal, VoucherUpdate{Title: s("t"), Subtitle: s(""), Rules: s("r"), PayValue: m(0), ActualValue: m(1), Status: &inactive}},
+		{"pay the whole value", priced, VoucherUpdate{PayValue: m(200)}},
+		{"rules a line each", seckill, VoucherUpdate{Rules: s("one\ntwo")}},
+		{"an overpriced voucher's title", overpriced, VoucherUpdate{Title: s("t")}},
 	}
 	for _, c := range good {
 		if err := c.in.Validate(c.cur); err != nil {
@@ -105,6 +114,12 @@ func TestVoucherUpdateValidate(t *testing.T) {
 		{"normal with stock", "stock", normal, VoucherUpdate{Stock: n(1)}},
 		{"normal with begin", "beginAt", normal, VoucherUpdate{BeginAt: ts(now)}},
 		{"normal with end", "endAt", normal, VoucherUpdate{EndAt: ts(later)}},
+		{"pay above the value", "payValue", priced, VoucherUpdate{PayValue: m(201)}},
+		{"value below pay", "actualValue", priced, VoucherUpdate{ActualValue: m(99)}},
+		{"both, pay above", "payValue", priced, VoucherUpdate{PayValue: m(5), ActualValue: m(4)}},
+		{"NUL in title", "title", seckill, VoucherUpdate{Title: s("a\x00")}},
+		{"escape in subtitle", "subtitle", seckill, VoucherUpdate{Subtitle: s("\x1b[2J")}},
+		{"CR in rules", "rules", seckill, VoucherUpdate{Rules: s("one\r\ntwo")}},
 	}
 	for _, c := range bad {
 		err := c.in.Validate(c.cur)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/surgekit/surge/internal/app"
 	"github.com/surgekit/surge/internal/browsertest"
 	"github.com/surgekit/surge/internal/testenv"
 )
@@ -224,5 +225,56 @@ func TestCORSHeaders(t *testing.T) {
 	e.ws(nil, http.Header{"Origin": {allowed.URL}})
 	if _, resp, err := e.dialWS(http.Header{"Origin": {refused.URL}}); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 		t.Errorf("WebSocket from %s: %v %v; want 403", refused.URL, err, resp)
+	}
+}
+
+// Issue 33, item 3: with SURGE_CORS_ORIGINS=https://*.example.com and credentials, origins no
+// browser sends were echoed with Access-Control-Allow-Credentials: true. Each is now refused:
+// no CORS header on a request, 403 on a preflight and on the WebSocket handshake; a real
+// subdomain is still allowed. A glob over a public suffix does not start.
+func TestCORSOriginsParsedStrictly(t *testing.T) {
+	e := startWith(t, map[string]string{"SURGE_CORS_ORIGINS": "https://*.example.com", "SURGE_CORS_CREDENTIALS": "true"})
+	request := func(method, origin string) *http.Response {
+		t.Helper()
+		req := mustRequest(method, e.url+"/query", gqlBody(`{ __typename }`, nil), "application/json")
+		req.Header.Set("Origin", origin)
+		if method == http.MethodOptions {
+			req.Header.Set("Access-Control-Request-Method", "POST")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for _, origin := range []string{
+		"https://evil.net#.example.com", "https://evil.net?.example.com", `https://evil.net\.example.com`,
+		"https://evil.net%2F.example.com", "https://.example.com", "https://a..example.com",
+	} {
+		if resp := request(http.MethodPost, origin); resp.Header.Get("Access-Control-Allow-Origin") != "" || resp.Header.Get("Access-Control-Allow-Credentials") != "" {
+			t.Errorf("POST from %s: %v; want no Access-Control-Allow-* header", origin, resp.Header)
+		}
+		if resp := request(http.MethodOptions, origin); resp.StatusCode != http.StatusForbidden || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("preflight from %s: %d %v; want 403", origin, resp.StatusCode, resp.Header)
+		}
+		if _, resp, err := e.dialWS(http.Header{"Origin": {origin}}); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+			t.Errorf("WebSocket from %s: %v %v; want 403", origin, err, resp)
+		}
+	}
+	const good = "https://app.example.com"
+	if resp := request(http.MethodPost, good); resp.Header.Get("Access-Control-Allow-Origin") != good || resp.Header.Get("Access-Control-Allow-Credentials") != "true" {
+		t.Errorf("POST from %s: %v; want it allowed with credentials", good, resp.Header)
+	}
+	e.ws(nil, http.Header{"Origin": {good}})
+
+	for _, glob := range []string{"https://*.co.uk", "https://*.com.cn", "https://*.github.io"} {
+		_, err := app.ParseConfig(nil, func(k string) string {
+			return map[string]string{"SURGE_REDIS_ADDRS": testenv.RedisAddr(), "SURGE_MYSQL_DSN": "u:p@tcp(h:3306)/d",
+				"SURGE_CORS_ORIGINS": glob, "SURGE_CORS_CREDENTIALS": "true"}[k]
+		})
+		if err == nil || !strings.Contains(err.Error(), "public suffix") {
+			t.Errorf("SURGE_CORS_ORIGINS=%s with credentials: %v; want a refusal at start naming the public suffix", glob, err)
+		}
 	}
 }

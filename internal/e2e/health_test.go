@@ -1,11 +1,15 @@
 package e2e_test
 
 import (
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/surgekit/surge/internal/app"
 	"github.com/surgekit/surge/internal/testenv"
@@ -70,4 +74,55 @@ func TestMetricsExposed(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+}
+
+// Issue 33, item 4: a server whose database was dropped and created again under it answered
+// /readyz "database ok" (the server still reached MariaDB) while every query answered
+// INTERNAL. Readiness checks that the database still holds this deployment: dropped and
+// recreated empty, or migrated since by another deployment, it is not ok.
+func TestReadinessNoticesAReplacedDatabase(t *testing.T) {
+	e := start(t)
+	if code, body := health(t, e.url); code != http.StatusOK || body["database"] != "ok" {
+		t.Fatalf("healthy: %d %v", code, body)
+	}
+	cfg, err := mysql.ParseDSN(e.app.Config.MySQLDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := cfg.DBName
+	cfg.DBName = ""
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	for _, q := range []string{"DROP DATABASE `" + name + "`", "CREATE DATABASE `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"} {
+		if _, err := admin.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notReady := func(what, state string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			code, body := health(t, e.url)
+			if code == http.StatusServiceUnavailable && body["database"] == state {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: /readyz %d %v; want 503 with the database %q", what, code, body, state)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	notReady("database dropped and created again, empty", "down") // no settings table: the query fails
+	e.wantCode("INTERNAL", "", `{ shops(first: 2) { totalCount } }`, nil)
+
+	// Another deployment migrates the new database (its own namespace): it holds a deployment
+	// again, not this server's.
+	other := start(t, func(c *app.Config) { c.MySQLDSN = e.app.Config.MySQLDSN })
+	if code, body := health(t, other.url); code != http.StatusOK || body["database"] != "ok" {
+		t.Fatalf("the new deployment on the new database: %d %v", code, body)
+	}
+	notReady("database migrated by another deployment", "not this deployment")
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"golang.org/x/net/publicsuffix"
 )
 
 // CodeOriginNotAllowed is the code of a CORS preflight or a WebSocket handshake from a browser
@@ -43,9 +45,11 @@ const defaultPreflightMaxAge = 10 * time.Minute
 var ErrWildcardWithCredentials = errors.New(`cors: the origin "*" cannot be allowed with credentials: list the origins`)
 
 // Validate checks every origin: "*", or scheme://host[:port] with no path, where the host may
-// hold glob characters. With Credentials, a glob must end in a literal domain of two labels or
-// more ("https://*.example.com"): "https://*" or "https://*.com" would echo any site's origin
-// with credentials, which is "*" with credentials that browsers cannot refuse.
+// hold glob characters. With Credentials, a glob must end in a literal domain that is not a
+// public suffix (golang.org/x/net/publicsuffix: "com", "co.uk", "github.io"…), e.g.
+// "https://*.example.com": "https://*", "https://*.com" or "https://*.github.io" would echo
+// with credentials the origin of any site registered there, which is "*" with credentials
+// that browsers cannot refuse.
 func (c CORS) Validate() error {
 	for _, o := range c.Origins {
 		if o == "*" {
@@ -62,40 +66,140 @@ func (c CORS) Validate() error {
 			u.Path != "" || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
 			return fmt.Errorf(`cors: origin %q: want "*" or scheme://host[:port], e.g. https://app.example.com`, o)
 		}
-		if c.Credentials && !namesOneSite(o) {
+		if !c.Credentials {
+			continue
+		}
+		domain, ok := globDomain(o)
+		if !ok {
 			return fmt.Errorf(`cors: origin %q cannot be allowed with credentials: its host matches any site; end it in a literal domain of two labels or more (e.g. https://*.example.com)`, o)
+		}
+		if _, err := publicsuffix.EffectiveTLDPlusOne(domain); domain != "" && err != nil {
+			return fmt.Errorf(`cors: origin %q cannot be allowed with credentials: %q is a public suffix (anyone can register a name under it), so the pattern matches any site there; name a domain of your own (e.g. https://*.example.co.uk)`, o, domain)
 		}
 	}
 	return nil
 }
 
-// namesOneSite reports whether a valid origin pattern keeps its host within one domain: a
-// literal host, or glob characters followed by a dot and at least two literal labels
-// (".example.com"). "*" in path.Match crosses dots, so "https://*example.com" would also
-// match "https://evilexample.com", and "https://*.com" any .com site.
-func namesOneSite(pattern string) bool {
-	_, host, _ := strings.Cut(pattern, "://")
+// globDomain returns the literal domain that ends the host of a valid origin pattern with
+// glob characters (lowercased, "" for a literal host), and whether the pattern keeps its
+// host within it: the glob characters must be followed by a dot and at least two literal
+// labels (".example.com"). "*" in path.Match crosses dots, so "https://*example.com" would
+// also match "https://evilexample.com", and "https://*.com" any .com site.
+func globDomain(pattern string) (string, bool) {
+	_, host, _ := strings.Cut(strings.ToLower(pattern), "://")
 	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
 		host = host[:i] // the port, literal or a glob
 	}
 	i := strings.LastIndexAny(host, `*?[]\`)
 	if i < 0 {
-		return true
+		return "", true
 	}
 	domain := host[i+1:]
 	labels := strings.Split(strings.TrimPrefix(domain, "."), ".")
-	return strings.HasPrefix(domain, ".") && len(labels) >= 2 && !slices.Contains(labels, "")
+	return domain[min(1, len(domain)):], strings.HasPrefix(domain, ".") && len(labels) >= 2 && !slices.Contains(labels, "")
 }
 
-// allows reports whether a cross-origin request from origin may be answered.
+// allows reports whether a cross-origin request from origin may be answered: "*" allows any,
+// the other patterns only an origin that parses strictly (parseOrigin), so that what no
+// browser sends ("https://evil.net#.example.com", "https://a..example.com") never matches a
+// glob.
 func (c CORS) allows(origin string) bool {
-	origin = strings.ToLower(origin)
-	for _, o := range c.Origins {
-		if ok, _ := path.Match(strings.ToLower(o), origin); ok || o == "*" {
+	o, valid := parseOrigin(origin)
+	for _, p := range c.Origins {
+		if p == "*" {
+			return true
+		}
+		if ok, _ := path.Match(strings.ToLower(p), o.String()); valid && ok {
 			return true
 		}
 	}
 	return false
+}
+
+// origin is a browser origin (RFC 6454) as a browser serialises it: scheme "http" or
+// "https", a host (a DNS name of letter-digit-hyphen labels, an IPv4 address, or an IPv6
+// address in brackets), and a port unless it is the scheme's default. Lowercase.
+type origin struct {
+	scheme, host, port string // port "" when none
+}
+
+func (o origin) String() string {
+	if o.port == "" {
+		return o.scheme + "://" + o.host
+	}
+	return o.scheme + "://" + o.host + ":" + o.port
+}
+
+// hostPort is the origin's host and port as a Host header holds them.
+func (o origin) hostPort() string {
+	if o.port == "" {
+		return o.host
+	}
+	return o.host + ":" + o.port
+}
+
+// parseOrigin parses an Origin header strictly: scheme://host[:port] and nothing else (no
+// user, path, query, fragment, percent-escape, empty label, trailing dot or glob character).
+func parseOrigin(s string) (o origin, ok bool) {
+	s = strings.ToLower(s)
+	scheme, rest, found := strings.Cut(s, "://")
+	if !found || (scheme != "http" && scheme != "https") {
+		return o, false
+	}
+	o.scheme = scheme
+	hasPort := false
+	if strings.HasPrefix(rest, "[") {
+		end := strings.IndexByte(rest, ']')
+		if end < 0 {
+			return o, false
+		}
+		addr, err := netip.ParseAddr(rest[1:end])
+		if err != nil || !addr.Is6() || addr.Zone() != "" {
+			return o, false
+		}
+		o.host, rest = rest[:end+1], rest[end+1:]
+		if rest != "" {
+			if rest[0] != ':' {
+				return o, false
+			}
+			o.port, hasPort = rest[1:], true
+		}
+	} else {
+		o.host, o.port, hasPort = strings.Cut(rest, ":")
+		if !validHostName(o.host) {
+			return o, false
+		}
+	}
+	if hasPort && !validPort(o.port) {
+		return o, false
+	}
+	return o, true
+}
+
+// validHostName reports whether h is a host name of RFC 1123: at most 253 bytes of labels of
+// 1-63 letters, digits and hyphens, neither starting nor ending with a hyphen (IDNs arrive
+// as punycode, "xn--…"; an IPv4 address is such a name too).
+func validHostName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			if c := label[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// validPort reports whether p is a port as a browser writes it: 1-65535, no leading zero.
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535 && p == strconv.Itoa(n)
 }
 
 // wildcard reports whether every origin is allowed with "Access-Control-Allow-Origin: *".
@@ -118,15 +222,15 @@ func (c CORS) websocketPatterns() []string { return c.Origins }
 // an https server's name, which a network attacker can write, is therefore a cross-origin
 // caller.
 func sameOrigin(r *http.Request, origin string, proxied bool) bool {
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+	o, ok := parseOrigin(origin)
+	if !ok || !strings.EqualFold(o.hostPort(), r.Host) {
 		return false
 	}
 	own := "http"
 	if servedOverTLS(r, proxied) {
 		own = "https"
 	}
-	return strings.EqualFold(u.Scheme, own)
+	return o.scheme == own
 }
 
 // servedOverTLS reports whether the client reached the server over TLS: the connection's own,

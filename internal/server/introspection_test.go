@@ -39,6 +39,16 @@ func answerFields(v any) int {
 // its data.
 func introspect(t *testing.T, query string, vars map[string]any) map[string]any {
 	t.Helper()
+	var data map[string]any
+	if err := json.Unmarshal(introspectRaw(t, query, vars), &data); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// introspectRaw is introspect's data as gqlgen wrote it.
+func introspectRaw(t *testing.T, query string, vars map[string]any) json.RawMessage {
+	t.Helper()
 	srv := handler.New(gql.NewExecutableSchema(gql.Config{}))
 	srv.AddTransport(transport.POST{})
 	srv.Use(extension.Introspection{})
@@ -48,10 +58,10 @@ func introspect(t *testing.T, query string, vars map[string]any) map[string]any 
 	w := httptest.NewRecorder()
 	srv.ServeHTTP(w, req)
 	var resp struct {
-		Data   map[string]any
+		Data   json.RawMessage
 		Errors []any
 	}
-	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || resp.Errors != nil || resp.Data == nil {
+	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || resp.Errors != nil || len(resp.Data) == 0 || string(resp.Data) == "null" {
 		t.Fatalf("%s: %v %s", query, err, w.Body.Bytes())
 	}
 	return resp.Data
@@ -63,10 +73,20 @@ func countIntrospection(t *testing.T, query string, vars map[string]any, limit i
 	if errs != nil {
 		t.Fatalf("%s: %v", query, errs)
 	}
-	return introspectionFields(testSchema, doc.Operations[0], vars, limit)
+	return introspectionCost(testSchema, doc.Operations[0], vars, limit, 1<<40).fields
 }
 
-// The count is the answer's: one per member of each object, lists of the schema included.
+func countIntrospectionBytes(t *testing.T, query string, vars map[string]any) int {
+	t.Helper()
+	doc, errs := gqlparser.LoadQuery(testSchema, query)
+	if errs != nil {
+		t.Fatalf("%s: %v", query, errs)
+	}
+	return introspectionCost(testSchema, doc.Operations[0], vars, 1<<30, 1<<40).bytes
+}
+
+// The count is the answer's: one per member of each object, lists of the schema included, and
+// the bytes of its JSON.
 func TestIntrospectionFieldsCountTheAnswer(t *testing.T) {
 	for _, c := range []struct {
 		query string
@@ -80,10 +100,20 @@ func TestIntrospectionFieldsCountTheAnswer(t *testing.T) {
 		{`{ __schema { directives { name locations args { name type { name } } } } }`, nil},
 		{`{ __schema { types { possibleTypes { name } interfaces { name } enumValues { name } inputFields { name } } } }`, nil},
 		{`{ a: __schema { queryType { name } } b: __schema { types { ... on __Type { name } } } }`, nil},
+		{`{ __schema { description directives { __typename name description locations isRepeatable args { name description defaultValue isDeprecated deprecationReason type { kind name ofType { name } } } } } }`, nil},
+		{`{ a: __schema { types { description specifiedByURL isOneOf } } b: __type(name: "Mutation") { fields(includeDeprecated: true) { description isDeprecated deprecationReason } } }`, nil},
+		{`{ __type(name: "Nope") { name } q: __type(name: "Query") { __typename kind fields { type { kind ofType { kind ofType { kind name } } } } } }`, nil},
 	} {
-		want := answerFields(introspect(t, c.query, c.vars))
-		if got := countIntrospection(t, c.query, c.vars, 1<<30); got != want {
+		raw := introspectRaw(t, c.query, c.vars)
+		var data map[string]any
+		if err := json.Unmarshal(raw, &data); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := countIntrospection(t, c.query, c.vars, 1<<30), answerFields(data); got != want {
 			t.Errorf("%.80s: counted %d fields, the answer has %d", c.query, got, want)
+		}
+		if got, want := countIntrospectionBytes(t, c.query, c.vars), len(raw); got != want {
+			t.Errorf("%.80s: counted %d bytes, the answer has %d", c.query, got, want)
 		}
 	}
 }
@@ -102,11 +132,12 @@ func wideIntrospection(n int) string {
 func TestIntrospectionLimit(t *testing.T) {
 	l := newIntrospectionLimit(testSchema)
 	full := countIntrospection(t, introspection.Query, nil, 1<<30)
-	if l.Max != introspectionAllowance*full {
-		t.Fatalf("limit %d, want %d times GraphiQL's query (%d)", l.Max, introspectionAllowance, full)
+	fullBytes := len(introspectRaw(t, introspection.Query, nil))
+	if l.Max != introspectionAllowance*full || l.MaxBytes != introspectionAllowance*fullBytes {
+		t.Fatalf("limits %d fields, %d bytes; want %d times GraphiQL's query (%d, %d)", l.Max, l.MaxBytes, introspectionAllowance, full, fullBytes)
 	}
-	t.Logf("GraphiQL's query (gqlgen's): %d fields; graphql-js's with every option: %d; the limit: %d",
-		full, countIntrospection(t, introspectionQuery, nil, 1<<30), l.Max)
+	t.Logf("GraphiQL's query (gqlgen's): %d fields, %d bytes; graphql-js's with every option: %d fields, %d bytes; the limits: %d fields, %d bytes",
+		full, fullBytes, countIntrospection(t, introspectionQuery, nil, 1<<30), len(introspectRaw(t, introspectionQuery, nil)), l.Max, l.MaxBytes)
 
 	check := func(query string) *gqlerror.Error {
 		doc, errs := gqlparser.LoadQuery(testSchema, query)
@@ -134,5 +165,61 @@ func TestIntrospectionLimit(t *testing.T) {
 	// Counting stops once past the limit: its cost is the limit's, not the document's.
 	if n := countIntrospection(t, wideIntrospection(27), nil, 1000); n != 1001 {
 		t.Fatalf("counted %d past a limit of 1000, want 1001", n)
+	}
+}
+
+// aliases repeats body under n aliases in one operation.
+func aliases(n int, body string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		fmt.Fprintf(&b, " a%d: %s", i, body)
+	}
+	return b.String() + " }"
+}
+
+// Issue 33, item 6: the limit is documented as twice GraphiQL's answer, yet 165 aliases of
+// __schema { types { description } } (few fields, long strings) were accepted and answered
+// 965 KB, 7.3 times GraphiQL's 133 KB. For each shape, the most aliases the limit accepts
+// answer at most twice GraphiQL's query, and the issue's 165 are refused.
+func TestIntrospectionLimitBoundsTheAnswer(t *testing.T) {
+	l := newIntrospectionLimit(testSchema)
+	check := func(query string) *gqlerror.Error {
+		doc, errs := gqlparser.LoadQuery(testSchema, query)
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		return l.MutateOperationContext(t.Context(), &graphql.OperationContext{Operation: doc.Operations[0]})
+	}
+	graphiQL := len(introspectRaw(t, introspection.Query, nil))
+	if err := check(aliases(165, "__schema { types { description } }")); err == nil || err.Extensions["code"] != CodeComplexityLimit {
+		t.Errorf("165 aliases of __schema { types { description } }: %v, want %s", err, CodeComplexityLimit)
+	}
+	for _, shape := range []string{
+		"__schema { types { description } }",
+		"__schema { types { fields { description } } }",
+		"__schema { types { name description fields { name description args { name description } } } }",
+		"__schema { directives { name description locations args { name description defaultValue } } }",
+		"__schema { types { kind } }",
+		"__type(name: \"Query\") { fields { description } }",
+	} {
+		most := 0 // the most aliases accepted
+		for n := 1; check(aliases(n, shape)) == nil; n *= 2 {
+			most = n
+		}
+		for step := most / 2; step > 0; step /= 2 {
+			if check(aliases(most+step, shape)) == nil {
+				most += step
+			}
+		}
+		if most == 0 {
+			t.Errorf("%s: refused once", shape)
+			continue
+		}
+		size := len(introspectRaw(t, aliases(most, shape), nil))
+		t.Logf("%-70s %4d aliases accepted: %4d KB (%.2f× GraphiQL's %d KB)", shape, most, size>>10, float64(size)/float64(graphiQL), graphiQL>>10)
+		if size > introspectionAllowance*graphiQL {
+			t.Errorf("%s: %d aliases accepted, answering %d KB: more than %d times GraphiQL's %d KB", shape, most, size>>10, introspectionAllowance, graphiQL>>10)
+		}
 	}
 }

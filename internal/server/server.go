@@ -11,6 +11,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -165,18 +166,24 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 }
 
 // healthHandler answers 200 when every check passes within 2 s, else 503; the body names each
-// dependency's state either way.
+// dependency's state either way: "ok", "down", or the HealthState of a check's error that has
+// one (e.g. "not this deployment").
 func healthHandler(checks map[string]healthCheck) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		status, body := http.StatusOK, map[string]string{}
 		for name, check := range checks {
-			if err := check(ctx); err != nil {
-				status, body[name] = http.StatusServiceUnavailable, "down"
+			err := check(ctx)
+			if err == nil {
+				body[name] = "ok"
 				continue
 			}
-			body[name] = "ok"
+			status, body[name] = http.StatusServiceUnavailable, "down"
+			var s interface{ HealthState() string }
+			if errors.As(err, &s) {
+				body[name] = s.HealthState()
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")

@@ -15,6 +15,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/surgekit/surge/internal/apperr"
 	"github.com/surgekit/surge/internal/auth"
 	"github.com/surgekit/surge/internal/gqlws"
 	"github.com/surgekit/surge/internal/live"
@@ -86,7 +87,8 @@ func websocketInit(a *auth.Service, opts *Options) func(context.Context, map[str
 
 // websocketSessions re-resolves the connection's token at each operation over a WebSocket, so
 // that a session ended (logout, expiry) since connection_init no longer counts and an active
-// connection keeps its session alive, as every HTTP request does.
+// connection keeps its session alive, as every HTTP request does; and it keeps each
+// subscription that runs with a session only while the session lasts (watchSession).
 func websocketSessions(a *auth.Service, log *slog.Logger, timeout time.Duration) graphql.OperationMiddleware {
 	return func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		token := auth.TokenFromContext(ctx)
@@ -98,8 +100,27 @@ func websocketSessions(a *auth.Service, log *slog.Logger, timeout time.Duration)
 			log.ErrorContext(ctx, "websocket operation: session store failed", "err", err)
 			return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{unavailableError(sessionStoreMessage)}})
 		}
+		if op := graphql.GetOperationContext(ctx).Operation; op != nil && op.Operation == ast.Subscription && auth.FromContext(ctx) != nil {
+			ctx = watchSession(a, ctx)
+		}
 		return next(ctx)
 	}
+}
+
+// watchSession ends the subscription that runs with ctx when its session ends (a logout or a
+// revocation on any server of the deployment, its expiry) or, for an admin-only one, loses
+// the role (auth.Service.Watch): the client gets an "error" message, UNAUTHENTICATED (or
+// FORBIDDEN), and the subscription's context is cancelled, which ends its stream.
+func watchSession(a *auth.Service, ctx context.Context) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	watched, stop := a.Watch(ctx, func(err error) {
+		gqlErr := gqlerror.Errorf("%s", err.Error())
+		errcode.Set(gqlErr, string(apperr.CodeOf(err)))
+		gqlws.AddError(ctx, gqlErr)
+		cancel()
+	})
+	context.AfterFunc(ctx, stop) // the subscription ended: forget it
+	return watched
 }
 
 // sessionWithin resolves token into ctx's session (auth.Service.WithToken), the lookup
