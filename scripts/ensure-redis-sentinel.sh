@@ -10,8 +10,9 @@
 #     node that says it is master, else the first port for a new setup), so a master killed
 #     and started again comes back as a replica of the one promoted in its place;
 #   - a Sentinel with a fresh configuration monitoring the current master, quorum 2,
-#     down-after-milliseconds SURGE_SENTINEL_DOWN_AFTER (1000), failover-timeout 5000: a dead
-#     master's replica is promoted within about 2-4 s.
+#     down-after-milliseconds SURGE_SENTINEL_DOWN_AFTER (1000), failover-timeout 3000 (a
+#     failover that aborts is tried again 6 s later): a dead master's replica is promoted
+#     within about 1.5-3 s.
 # A port that answers as something else (a Cluster node, another directory's Redis or Sentinel)
 # is refused, never touched. Idempotent; concurrent runs are serialised with flock.
 # On success prints one line, usable with eval:
@@ -133,7 +134,7 @@ logfile $d/redis.log
 pidfile $d/redis.pid
 sentinel monitor $master_name 127.0.0.1 $master 2
 sentinel down-after-milliseconds $master_name $down_after
-sentinel failover-timeout $master_name 5000
+sentinel failover-timeout $master_name 3000
 sentinel parallel-syncs $master_name 1
 CONF
 	redis-server "$d/sentinel.conf" --sentinel >/dev/null 2>&1 9>&- ||

@@ -2,18 +2,23 @@ package faults_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/surgekit/surge/internal/testenv"
+	"github.com/surgekit/surge/seckill"
 )
 
 // Issue 34, items 1, 2 and 5: what the users of a sale see when the master holding its voucher
@@ -31,42 +36,56 @@ const (
 // TestFailoverMidSale: a sale served by two real surge processes, one running the order
 // consumer and one not (SURGE_SECKILL_CONSUMER=false), on the Cluster with replicas and on the
 // Sentinel setup; when a quarter of the stock is admitted the master holding the voucher is
-// killed (kill -9), or, with SECKILL_FAULTS_LONG=1 too, failed over by CLUSTER FAILOVER or
-// SENTINEL FAILOVER. Users keep grabbing, over HTTP, through both servers (each answer not
-// definitive is retried). Then:
+// killed (kill -9); on the Cluster also after its replica was made to lag (frozen, its link cut,
+// while up to 40 more orders were admitted: those not yet written are lost with the master). With
+// SECKILL_FAULTS_LONG=1, also CLUSTER FAILOVER, SENTINEL FAILOVER and the lagging replica under
+// Sentinel. Users keep grabbing, over HTTP, through both servers (each answer not definitive is
+// retried). Then:
 //   - on each server, no answer but a definitive one later than definiteWithin after the
 //     replica's promotion (the time it first says role:master);
-//   - every order told before the promotion stands in MySQL within settledWithin of it;
+//   - every order told before the promotion stands in MySQL (CREATED, or LOST if the promotion
+//     lost it) within settledWithin of it;
 //   - the invariants: no oversell, no user with two live orders, no order id told to two users,
 //     every told id answered CREATED, LOST or FAILED by order(id), never null.
 func TestFailoverMidSale(t *testing.T) {
-	cases := []struct {
-		name     string
-		setup    func(testing.TB) *testenv.Failover
-		graceful bool
-	}{
-		{"cluster/kill -9", testenv.ReplicaCluster, false},
-		{"sentinel/kill -9", testenv.Sentinel, false},
+	type failoverCase struct {
+		name  string
+		setup func(testing.TB) *testenv.Failover
+		fault fault
+	}
+	cases := []failoverCase{
+		{"cluster/kill -9", testenv.ReplicaCluster, kill},
+		{"sentinel/kill -9", testenv.Sentinel, kill},
+		{"cluster/lagging replica, kill -9", testenv.ReplicaCluster, lagThenKill},
 	}
 	if long() {
 		cases = append(cases,
-			struct {
-				name     string
-				setup    func(testing.TB) *testenv.Failover
-				graceful bool
-			}{"cluster/CLUSTER FAILOVER", testenv.ReplicaCluster, true},
-			struct {
-				name     string
-				setup    func(testing.TB) *testenv.Failover
-				graceful bool
-			}{"sentinel/SENTINEL FAILOVER", testenv.Sentinel, true})
+			failoverCase{"cluster/CLUSTER FAILOVER", testenv.ReplicaCluster, failover},
+			failoverCase{"sentinel/SENTINEL FAILOVER", testenv.Sentinel, failover},
+			failoverCase{"sentinel/lagging replica, kill -9", testenv.Sentinel, lagThenKill})
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { failoverMidSale(t, c.setup(t), c.graceful) })
+		t.Run(c.name, func(t *testing.T) { failoverMidSale(t, c.setup(t), c.fault) })
 	}
 }
 
-func failoverMidSale(t *testing.T, f *testenv.Failover, graceful bool) {
+// fault is what happens to the voucher's master.
+type fault int
+
+const (
+	kill        fault = iota // kill -9
+	failover                 // CLUSTER FAILOVER on its replica, or SENTINEL FAILOVER
+	lagThenKill              // its replica lags (lagOrders admitted it does not get), then kill -9
+)
+
+// lagOrders is how many orders the master admits while its replica lags, before it is killed,
+// unless lagFor passes first.
+const (
+	lagOrders = 40
+	lagFor    = 250 * time.Millisecond
+)
+
+func failoverMidSale(t *testing.T, f *testenv.Failover, how fault) {
 	stock := pick(500, 2000)
 	users := stock * 2
 	rdb := f.Client(t)
@@ -74,7 +93,21 @@ func failoverMidSale(t *testing.T, f *testenv.Failover, graceful bool) {
 	if f.Sentinel() {
 		env = []string{"SURGE_REDIS_SENTINELS=" + join(f.Addrs), "SURGE_REDIS_MASTER=" + f.MasterName}
 	}
-	w := newWorldOn(t, testenv.MySQL(t), rdb, env, stock, users)
+	// The deployment's change events (live pushes) go over the voucher's master too: its
+	// subscribers lose their connection with it (on the Cluster, a pub/sub connection is
+	// made to the node of its channel's slot).
+	nsFor := func(v int) string {
+		voucherMaster, _ := f.MasterOf("{" + strconv.Itoa(v) + "}")
+		for range 200 {
+			ns := "faults" + testenv.Phone()
+			if m, _ := f.MasterOf(seckill.KeyPrefix(ns, seckill.DefaultPrefix) + ":events"); m == voucherMaster {
+				return ns
+			}
+		}
+		t.Fatal("no namespace of 200 puts the events channel on the voucher's master")
+		return ""
+	}
+	w := newWorldOn(t, testenv.MySQL(t), rdb, env, stock, users, nsFor)
 	// Dev mode answers login codes (the users log in over HTTP); no demo data.
 	dev := []string{"SURGE_MODE=dev", "SURGE_SEED=false"}
 	servers := []*server{
@@ -86,23 +119,39 @@ func failoverMidSale(t *testing.T, f *testenv.Failover, graceful bool) {
 	t.Logf("%d users logged in over HTTP in %v", users, time.Since(start).Round(time.Millisecond))
 
 	master, replica := f.MasterOf(w.keys.Stock)
+	var pushes []*stockWatch
+	for _, s := range servers {
+		pushes = append(pushes, s.watchStock(t, w.v))
+	}
 	tl := newTally()
 	var killedAt, promotedAt time.Time
+	var atFault int
+	var lag int64
 	stop := make(chan struct{})
 	faulted := make(chan struct{})
 	go func() {
 		defer close(faulted)
-		begin := time.Now()
-		for tl.count() < stock/4 || time.Since(begin) < time.Second {
+		for tl.count() < stock/4 {
 			time.Sleep(time.Millisecond)
 		}
+		resume := func() {}
+		if how == lagThenKill {
+			resume = f.Lag(master, replica)
+			// Sentinel does not promote a replica it finds down (frozen past its
+			// down-after-milliseconds, 1 s): the lag ends sooner.
+			for n, began := tl.count(), time.Now(); tl.count() < n+lagOrders && time.Since(began) < lagFor; {
+				time.Sleep(time.Millisecond)
+			}
+			lag = f.ReplicationOffset(master)
+		}
 		promoted := f.Promotion(replica, 30*time.Second)
-		killedAt = time.Now()
-		if graceful {
+		atFault, killedAt = tl.count(), time.Now()
+		if how == failover {
 			f.Failover(replica)
 		} else {
 			f.Kill(master)
 		}
+		resume()
 		at, ok := <-promoted
 		if !ok {
 			t.Errorf("%s was not promoted within 30 s of the fault on %s", replica, master)
@@ -110,6 +159,9 @@ func failoverMidSale(t *testing.T, f *testenv.Failover, graceful bool) {
 			return
 		}
 		promotedAt = at
+		if how == lagThenKill {
+			lag -= f.ReplicationOffset(replica) // what it had from the master: its offset as promoted
+		}
 		settled := w.watchSettled(tl, at)
 		time.Sleep(definiteWithin + 2*time.Second) // grabs go on, measured
 		close(stop)
@@ -124,25 +176,30 @@ func failoverMidSale(t *testing.T, f *testenv.Failover, graceful bool) {
 	if promotedAt.IsZero() {
 		t.FailNow()
 	}
-	fault := "killed"
-	if graceful {
-		fault = "failed over"
-	}
+	what := map[fault]string{kill: "killed", failover: "failed over",
+		lagThenKill: fmt.Sprintf("killed, its replica about %d bytes behind,", lag)}[how]
 	t.Logf("%s: master %s of the voucher %s with %d admitted; replica %s promoted %v later",
-		f, master, fault, tl.count(), replica, promotedAt.Sub(killedAt).Round(time.Millisecond))
+		f, master, what, atFault, replica, promotedAt.Sub(killedAt).Round(time.Millisecond))
 	for _, s := range servers {
 		if !s.proc.alive() {
 			t.Fatalf("surge %s exited: %v", s.name, s.proc.waitErr)
 		}
 		s.mu.Lock()
 		last := s.lastIndefinite.Sub(promotedAt)
-		t.Logf("surge %s: %d answers, %d not definitive (%v), the last %v after the promotion (%s)",
-			s.name, s.answers, s.indefinite, s.codes, last.Round(time.Millisecond), s.lastCode)
+		if s.indefinite == 0 {
+			t.Logf("surge %s: %d answers, all definitive", s.name, s.answers)
+		} else {
+			t.Logf("surge %s: %d answers, %d not definitive (%v), the last %v after the promotion (%s)",
+				s.name, s.answers, s.indefinite, s.codes, last.Round(time.Millisecond), s.lastCode)
+		}
 		if last > definiteWithin {
 			t.Errorf("surge %s still answered %s %v after the promotion, want definitive answers within %v",
 				s.name, s.lastCode, last.Round(time.Millisecond), definiteWithin)
 		}
 		s.mu.Unlock()
+	}
+	for i, s := range servers {
+		pushes[i].check(t, s.name, promotedAt, w)
 	}
 	w.drained(30 * time.Second)
 	f2 := w.checkModel(tl)
@@ -265,9 +322,13 @@ func dig(v any, path ...string) any {
 	return v
 }
 
+// grabPause paces each of grabOverHTTP's goroutines: about 250 grabs a second in all, so that
+// a sale of 500 units is still on for a couple of seconds after a failover.
+const grabPause = 30 * time.Millisecond
+
 // grabOverHTTP has the users grab the world's voucher over HTTP, round-robin over the servers
 // and over and over (a user already admitted is answered ALREADY_PURCHASED, one too late
-// SOLD_OUT: definitive answers too), from 8 goroutines until stop. It records every answer in
+// SOLD_OUT: definitive answers too), from 8 goroutines (grabPause apart) until stop. It records every answer in
 // the tally (admissions) and in its server (the answers not definitive after the fault).
 func (w *world) grabOverHTTP(t *testing.T, tl *tally, servers []*server, tokens []string, stop <-chan struct{}) {
 	var next atomic.Int64
@@ -315,7 +376,7 @@ func (w *world) grabOverHTTP(t *testing.T, tl *tally, servers []*server, tokens 
 					s.lastIndefinite, s.lastCode = now, a.code
 				}
 				s.mu.Unlock()
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(grabPause)
 			}
 		}()
 	}
@@ -379,4 +440,117 @@ func (w *world) checkToldStatuses(t *testing.T, servers []*server, tl *tally, to
 		}
 	}
 	t.Logf("order(id) of the %d ids told: %v", len(tl.admitted), statuses)
+}
+
+// stockWatch is a voucherStock subscription over a WebSocket (graphql-transport-ws): the live
+// pushes of one server.
+type stockWatch struct {
+	mu     sync.Mutex
+	times  []time.Time
+	values []int
+	err    error // why it ended early
+}
+
+func (s *server) watchStock(t *testing.T, voucherID int) *stockWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.proc.base, "http")+"query",
+		&websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	if err != nil {
+		cancel()
+		t.Fatalf("surge %s: WebSocket: %v", s.name, err)
+	}
+	t.Cleanup(func() { cancel(); _ = ws.CloseNow() })
+	send := func(v any) error { b, _ := json.Marshal(v); return ws.Write(ctx, websocket.MessageText, b) }
+	if err := send(map[string]any{"type": "connection_init"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := ws.Read(ctx); err != nil || !strings.Contains(string(b), "connection_ack") {
+		t.Fatalf("surge %s: connection_init answered %s %v", s.name, b, err)
+	}
+	err = send(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{
+		"query": `subscription($v: ID!) { voucherStock(voucherId: $v) }`, "variables": map[string]any{"v": strconv.Itoa(voucherID)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := &stockWatch{}
+	go func() {
+		for {
+			_, b, err := ws.Read(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					sw.mu.Lock()
+					sw.err = err
+					sw.mu.Unlock()
+				}
+				return
+			}
+			var m struct {
+				Type    string `json:"type"`
+				Payload struct {
+					Data struct {
+						VoucherStock *int `json:"voucherStock"`
+					} `json:"data"`
+				} `json:"payload"`
+			}
+			_ = json.Unmarshal(b, &m)
+			switch {
+			case m.Type == "ping":
+				_ = send(map[string]any{"type": "pong"})
+			case m.Type == "next" && m.Payload.Data.VoucherStock != nil:
+				sw.mu.Lock()
+				sw.times = append(sw.times, time.Now())
+				sw.values = append(sw.values, *m.Payload.Data.VoucherStock)
+				sw.mu.Unlock()
+			case m.Type == "error" || m.Type == "complete":
+				sw.mu.Lock()
+				sw.err = fmt.Errorf("the subscription ended: %s", b)
+				sw.mu.Unlock()
+				return
+			}
+		}
+	}()
+	return sw
+}
+
+// check asserts that the server pushed a stock change within definiteWithin of the promotion
+// (the grabs go on, so the stock changes), and that its pushes caught up with Redis's stock
+// within a second of the sale's end: sooner than the live hub's 5 s sweep, so through its
+// pub/sub subscription.
+func (sw *stockWatch) check(t *testing.T, name string, promotion time.Time, w *world) {
+	t.Helper()
+	var first time.Time
+	sw.mu.Lock()
+	for _, at := range sw.times {
+		if at.After(promotion) {
+			first = at
+			break
+		}
+	}
+	n, err := len(sw.times), sw.err
+	sw.mu.Unlock()
+	if err != nil {
+		t.Errorf("surge %s: voucherStock subscription: %v", name, err)
+		return
+	}
+	if first.IsZero() || first.Sub(promotion) > definiteWithin {
+		t.Errorf("surge %s: no voucherStock push within %v of the promotion (%d pushes in all)", name, definiteWithin, n)
+	} else {
+		t.Logf("surge %s: first voucherStock push %v after the promotion (%d pushes in all)", name, first.Sub(promotion).Round(time.Millisecond), n)
+	}
+	want, _ := w.rdb.Get(context.Background(), w.keys.Stock).Int()
+	var got int
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
+		sw.mu.Lock()
+		if len(sw.values) > 0 {
+			got = sw.values[len(sw.values)-1]
+		}
+		sw.mu.Unlock()
+		if got == want || time.Now().After(deadline) {
+			break
+		}
+	}
+	if got != want {
+		t.Errorf("surge %s: the last voucherStock push says %d, Redis %d, a second after the sale", name, got, want)
+	}
 }

@@ -167,12 +167,13 @@ func newWorld(t *testing.T, dsn, redisAddr string, stock, users int) *world {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 64})
 	t.Cleanup(func() { _ = rdb.Close() })
-	return newWorldOn(t, dsn, rdb, []string{"SURGE_REDIS_ADDRS=" + redisAddr}, stock, users)
+	return newWorldOn(t, dsn, rdb, []string{"SURGE_REDIS_ADDRS=" + redisAddr}, stock, users, nil)
 }
 
 // newWorldOn is newWorld on a Redis client of the caller's, which the surge processes reach
-// through the settings redisEnv.
-func newWorldOn(t *testing.T, dsn string, rdb redis.UniversalClient, redisEnv []string, stock, users int) *world {
+// through the settings redisEnv. nsFor, if not nil, names the namespace for the voucher's id
+// (else it is random).
+func newWorldOn(t *testing.T, dsn string, rdb redis.UniversalClient, redisEnv []string, stock, users int, nsFor func(voucherID int) string) *world {
 	t.Helper()
 	ctx := context.Background()
 	db, err := store.OpenMySQL(dsn)
@@ -184,15 +185,17 @@ func newWorldOn(t *testing.T, dsn string, rdb redis.UniversalClient, redisEnv []
 	if err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ns := "faults" + testenv.Phone()
-	testenv.CleanupKeys(t, rdb, ns+":*")
-	w := &world{t: t, db: db, dsn: dsn, rdb: rdb, redis: redisEnv, stock: stock,
-		ns: ns}
+	w := &world{t: t, db: db, dsn: dsn, rdb: rdb, redis: redisEnv, stock: stock}
 	typ := db.Ent.ShopType.Create().SetName("t").SetSort(1).SaveX(ctx)
 	sh := db.Ent.Shop.Create().SetName("s").SetTypeID(typ.ID).SetLongitude(0).SetLatitude(0).SetImages([]string{}).SaveX(ctx)
 	w.v = db.Ent.Voucher.Create().SetShopID(sh.ID).SetTitle("v").SetPayValue(1).SetActualValue(2).
 		SetKind("SECKILL").SetStock(stock).SetBeginAt(time.Now().Add(-time.Hour)).SetEndAt(time.Now().Add(24 * time.Hour)).
 		SaveX(ctx).ID
+	w.ns = "faults" + testenv.Phone()
+	if nsFor != nil {
+		w.ns = nsFor(w.v)
+	}
+	testenv.CleanupKeys(t, rdb, w.ns+":*")
 	w.keys = seckill.KeysOf(seckill.KeyPrefix(w.ns, seckill.DefaultPrefix), w.v)
 	for start := 0; start < users; start += 2000 {
 		var bulk []*ent.UserCreate

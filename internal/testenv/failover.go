@@ -351,7 +351,11 @@ func (f *Failover) Promotion(addr string, within time.Duration) <-chan time.Time
 // (CLIENT KILL TYPE replica), so what the master accepts from now on does not reach it; a
 // frozen replica alone does not lag (the writes wait in its socket and are applied on SIGCONT).
 // Resume (and cleanup) thaws it: it reconnects, and catches up unless its master is gone by
-// then, in which case a failover promotes it with what it had.
+// then, in which case a failover promotes it with what it had. To have a lagging replica
+// promoted: Lag, writes, Kill(master), then resume at once. Keep the freeze under a second on
+// the Sentinel setup: Sentinel does not promote a replica it found down for its
+// down-after-milliseconds (1000), and tries again only 6 s later (twice failover-timeout);
+// the Cluster's replicas take over however stale (cluster-replica-validity-factor 0).
 func (f *Failover) Lag(master, replica string) (resume func()) {
 	f.t.Helper()
 	pid := f.pidOf(replica)
