@@ -64,14 +64,20 @@ func NewClient(o *redis.UniversalOptions) redis.UniversalClient {
 
 // Follow makes rdb follow failovers, right after it is built. A Cluster client (also one of
 // NewFailoverClusterClient) reloads its slot map when one of its nodes fails a dial or a command
-// with a network error or a role change; Follow covers the node connections made after it. A
-// single-node or Sentinel client dials again at each call while its address refuses connections
-// (see refusedHook), so that it reaches the promoted master as soon as Sentinel names it.
+// with a network error or a role change; Follow covers the node connections made after it. Every
+// client dials again at each call while an address refuses connections (see refusedHook), so
+// that it reaches the promoted master as soon as Sentinel names it, or a node as soon as it is
+// back.
 func Follow(rdb redis.UniversalClient) {
 	switch c := rdb.(type) {
 	case *redis.ClusterClient:
 		h := reloadHook{reload: func() { c.ReloadState(context.Background()) }}
-		c.OnNewNode(func(node *redis.Client) { node.AddHook(h) })
+		c.OnNewNode(func(node *redis.Client) {
+			// The first hook added wraps the others: reloadHook sees the dial's error before
+			// refusedHook turns a refusal into a connection that fails.
+			node.AddHook(refusedHook{})
+			node.AddHook(h)
+		})
 	case *redis.Client:
 		c.AddHook(refusedHook{})
 	}

@@ -22,6 +22,8 @@
 #   SURGE_CLUSTER_NODE_TIMEOUT  cluster-node-timeout of new nodes, ms:
 #                         how long a master may not answer before its
 #                         replica takes over                         (default 15000)
+#   SURGE_CLUSTER_APPENDONLY  yes: new nodes keep an AOF (appendfsync always), so a
+#                         node killed and started again comes back with its data (default no)
 #   SURGE_CLUSTER_WAIT    seconds to wait for nodes / cluster_state  (default 30)
 #   SURGE_CLUSTER_SETTLE  seconds a formed but not-ok cluster gets to
 #                         recover before it is reset                 (default 5)
@@ -39,6 +41,8 @@ replicas=${SURGE_CLUSTER_REPLICAS:-0}
 node_timeout=${SURGE_CLUSTER_NODE_TIMEOUT:-15000}
 case $replicas in '' | *[!0-9]*) die "SURGE_CLUSTER_REPLICAS must be 0 or a positive integer, got '$replicas'" ;; esac
 check_uint SURGE_CLUSTER_NODE_TIMEOUT "$node_timeout"
+appendonly=${SURGE_CLUSTER_APPENDONLY:-no}
+case $appendonly in yes | no) ;; *) die "SURGE_CLUSTER_APPENDONLY must be yes or no, got '$appendonly'" ;; esac
 n=${#ports[@]}
 masters=$((n / (replicas + 1)))
 [ $((masters * (replicas + 1))) -eq "$n" ] && [ "$masters" -ge 3 ] ||
@@ -67,7 +71,7 @@ start_node() {
 	redis-server --port "$port" --bind 127.0.0.1 \
 		--cluster-enabled yes --cluster-config-file "nodes-$port.conf" \
 		--cluster-node-timeout "$node_timeout" --repl-diskless-sync-delay 0 "${extra[@]}" \
-		--save '' --appendonly no --daemonize yes \
+		--save '' --appendonly "$appendonly" --appendfsync always --daemonize yes \
 		--dir "$d" --logfile "$d/redis.log" --pidfile "$d/redis.pid" >/dev/null 2>&1 9>&- ||
 		die "redis-server failed to daemonize on port $port (log: $d/redis.log)"
 }

@@ -28,6 +28,10 @@ const (
 	// definiteWithin: from the replica's promotion on, grabs on every server are answered
 	// definitively (admitted, ALREADY_PURCHASED, SOLD_OUT) again within this.
 	definiteWithin = 2 * time.Second
+	// clusterWritableDelay: a Cluster master that restarts answers CLUSTERDOWN for its first
+	// 2 s (Redis's CLUSTER_WRITABLE_DELAY), whatever the clients do: added to definiteWithin
+	// for a Cluster without replicas, whose dead master only comes back by a restart.
+	clusterWritableDelay = 2 * time.Second
 	// settledWithin: every order told before the promotion stands in the database (CREATED,
 	// LOST or FAILED) within this of the promotion.
 	settledWithin = 5 * time.Second
@@ -38,8 +42,10 @@ const (
 // Sentinel setup; when a quarter of the stock is admitted the master holding the voucher is
 // killed (kill -9); on the Cluster also after its replica was made to lag (frozen, its link cut,
 // while up to 40 more orders were admitted: those not yet written are lost with the master). With
-// SECKILL_FAULTS_LONG=1, also CLUSTER FAILOVER, SENTINEL FAILOVER and the lagging replica under
-// Sentinel. Users keep grabbing, over HTTP, through both servers (each answer not definitive is
+// SECKILL_FAULTS_LONG=1, also CLUSTER FAILOVER, SENTINEL FAILOVER, the lagging replica under
+// Sentinel and, for comparison, the kill -9 of a Redis without replicas that restarts with its
+// AOF (a single node, a Cluster of masters only: the "promotion" is the node answering again).
+// Users keep grabbing, over HTTP, through both servers (each answer not definitive is
 // retried). Then:
 //   - on each server, no answer but a definitive one later than definiteWithin after the
 //     replica's promotion (the time it first says role:master);
@@ -48,21 +54,26 @@ const (
 //   - the invariants: no oversell, no user with two live orders, no order id told to two users,
 //     every told id answered CREATED, LOST or FAILED by order(id), never null.
 func TestFailoverMidSale(t *testing.T) {
+	replicaCluster := func(t testing.TB) faultTarget { return testenv.ReplicaCluster(t) }
+	sentinel := func(t testing.TB) faultTarget { return testenv.Sentinel(t) }
 	type failoverCase struct {
 		name  string
-		setup func(testing.TB) *testenv.Failover
+		setup func(testing.TB) faultTarget
 		fault fault
 	}
 	cases := []failoverCase{
-		{"cluster/kill -9", testenv.ReplicaCluster, kill},
-		{"sentinel/kill -9", testenv.Sentinel, kill},
-		{"cluster/lagging replica, kill -9", testenv.ReplicaCluster, lagThenKill},
+		{"cluster/kill -9", replicaCluster, kill},
+		{"sentinel/kill -9", sentinel, kill},
+		{"cluster/lagging replica, kill -9", replicaCluster, lagThenKill},
 	}
 	if long() {
 		cases = append(cases,
-			failoverCase{"cluster/CLUSTER FAILOVER", testenv.ReplicaCluster, failover},
-			failoverCase{"sentinel/SENTINEL FAILOVER", testenv.Sentinel, failover},
-			failoverCase{"sentinel/lagging replica, kill -9", testenv.Sentinel, lagThenKill})
+			failoverCase{"cluster/CLUSTER FAILOVER", replicaCluster, failover},
+			failoverCase{"sentinel/SENTINEL FAILOVER", sentinel, failover},
+			failoverCase{"sentinel/lagging replica, kill -9", sentinel, lagThenKill},
+			// No replica: the figures of a restart, for comparison.
+			failoverCase{"single node/kill -9, restarted", singleNode, kill},
+			failoverCase{"cluster without replicas/kill -9, restarted", mastersOnly, kill})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { failoverMidSale(t, c.setup(t), c.fault) })
@@ -85,13 +96,23 @@ const (
 	lagFor    = 250 * time.Millisecond
 )
 
-func failoverMidSale(t *testing.T, f *testenv.Failover, how fault) {
+func failoverMidSale(t *testing.T, f faultTarget, how fault) {
 	stock := pick(500, 2000)
 	users := stock * 2
 	rdb := f.Client(t)
-	env := []string{"SURGE_REDIS_ADDRS=" + join(f.Addrs)}
-	if f.Sentinel() {
-		env = []string{"SURGE_REDIS_SENTINELS=" + join(f.Addrs), "SURGE_REDIS_MASTER=" + f.MasterName}
+	within := definiteWithin
+	if r, ok := f.(*restarted); ok && r.cluster() {
+		within += clusterWritableDelay
+	}
+	var env []string
+	switch f := f.(type) {
+	case *testenv.Failover:
+		env = []string{"SURGE_REDIS_ADDRS=" + join(f.Addrs)}
+		if f.Sentinel() {
+			env = []string{"SURGE_REDIS_SENTINELS=" + join(f.Addrs), "SURGE_REDIS_MASTER=" + f.MasterName}
+		}
+	case *restarted:
+		env = []string{"SURGE_REDIS_ADDRS=" + join(f.addrs)}
 	}
 	// The deployment's change events (live pushes) go over the voucher's master too: its
 	// subscribers lose their connection with it (on the Cluster, a pub/sub connection is
@@ -163,7 +184,7 @@ func failoverMidSale(t *testing.T, f *testenv.Failover, how fault) {
 			lag -= f.ReplicationOffset(replica) // what it had from the master: its offset as promoted
 		}
 		settled := w.watchSettled(tl, at)
-		time.Sleep(definiteWithin + 2*time.Second) // grabs go on, measured
+		time.Sleep(within + 2*time.Second) // grabs go on, measured
 		close(stop)
 		if d, ok := <-settled; !ok {
 			t.Errorf("orders told before the promotion still not in MySQL %v after it", 3*settledWithin)
@@ -178,8 +199,13 @@ func failoverMidSale(t *testing.T, f *testenv.Failover, how fault) {
 	}
 	what := map[fault]string{kill: "killed", failover: "failed over",
 		lagThenKill: fmt.Sprintf("killed, its replica about %d bytes behind,", lag)}[how]
-	t.Logf("%s: master %s of the voucher %s with %d admitted; replica %s promoted %v later",
-		f, master, what, atFault, replica, promotedAt.Sub(killedAt).Round(time.Millisecond))
+	if _, ok := f.(*restarted); ok {
+		t.Logf("%s: the node %s of the voucher killed with %d admitted; it answered PING again %v later (restarted with its AOF: the promotion of the figures below)",
+			f, master, atFault, promotedAt.Sub(killedAt).Round(time.Millisecond))
+	} else {
+		t.Logf("%s: master %s of the voucher %s with %d admitted; replica %s promoted %v later",
+			f, master, what, atFault, replica, promotedAt.Sub(killedAt).Round(time.Millisecond))
+	}
 	for _, s := range servers {
 		if !s.proc.alive() {
 			t.Fatalf("surge %s exited: %v", s.name, s.proc.waitErr)
@@ -192,14 +218,14 @@ func failoverMidSale(t *testing.T, f *testenv.Failover, how fault) {
 			t.Logf("surge %s: %d answers, %d not definitive (%v), the last %v after the promotion (%s)",
 				s.name, s.answers, s.indefinite, s.codes, last.Round(time.Millisecond), s.lastCode)
 		}
-		if last > definiteWithin {
+		if last > within {
 			t.Errorf("surge %s still answered %s %v after the promotion, want definitive answers within %v",
-				s.name, s.lastCode, last.Round(time.Millisecond), definiteWithin)
+				s.name, s.lastCode, last.Round(time.Millisecond), within)
 		}
 		s.mu.Unlock()
 	}
 	for i, s := range servers {
-		pushes[i].check(t, s.name, promotedAt, w)
+		pushes[i].check(t, s.name, promotedAt, within, w)
 	}
 	w.drained(30 * time.Second)
 	f2 := w.checkModel(tl)
@@ -230,6 +256,7 @@ type server struct {
 	codes          map[string]int // of those, by code
 	lastIndefinite time.Time      // when the last of them came
 	lastCode       string
+	pending        map[int]bool // users (by index) whose last grab here was not definitive
 }
 
 // gqlAnswer is what a GraphQL request over HTTP was answered: the data, or the first error's
@@ -328,8 +355,9 @@ const grabPause = 30 * time.Millisecond
 
 // grabOverHTTP has the users grab the world's voucher over HTTP, round-robin over the servers
 // and over and over (a user already admitted is answered ALREADY_PURCHASED, one too late
-// SOLD_OUT: definitive answers too), from 8 goroutines (grabPause apart) until stop. It records every answer in
-// the tally (admissions) and in its server (the answers not definitive after the fault).
+// SOLD_OUT: definitive answers too), from 8 goroutines (grabPause apart) until stop; a user
+// whose answer was not definitive grabs again (on the same server) until it is, also after
+// stop. It records every answer in the tally (admissions) and in its server.
 func (w *world) grabOverHTTP(t *testing.T, tl *tally, servers []*server, tokens []string, stop <-chan struct{}) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -338,49 +366,84 @@ func (w *world) grabOverHTTP(t *testing.T, tl *tally, servers []*server, tokens 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			n := int(next.Add(1) - 1)
 			for {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				n := int(next.Add(1) - 1)
-				i := n % len(tokens)
-				s := servers[n%len(servers)]
-				a := s.do(tokens[i], `mutation($v: ID!) { seckillVoucher(voucherId: $v) { orderId status } }`, vars)
-				now := time.Now()
-				user := w.users[i]
-				switch a.code {
-				case "":
-					id, _ := strconv.ParseInt(fmt.Sprint(dig(a.data, "seckillVoucher", "orderId")), 10, 64)
-					tl.add(t, id, user)
-				case "ALREADY_PURCHASED":
-					id, _ := strconv.ParseInt(a.orderID, 10, 64)
-					tl.add(t, id, user)
-				case "SOLD_OUT":
-				default:
-					if a.code == "NOT_READY" {
-						tl.notReady.Add(1)
-					} else {
-						tl.errors.Add(1)
-					}
+				if w.grabOnce(t, tl, servers[n%len(servers)], tokens, n%len(tokens), vars) {
+					n = int(next.Add(1) - 1)
 				}
-				s.mu.Lock()
-				s.answers++
-				if a.code != "" && a.code != "ALREADY_PURCHASED" && a.code != "SOLD_OUT" {
-					if s.codes == nil {
-						s.codes = map[string]int{}
-					}
-					s.indefinite++
-					s.codes[a.code]++
-					s.lastIndefinite, s.lastCode = now, a.code
-				}
-				s.mu.Unlock()
 				time.Sleep(grabPause)
 			}
 		}()
 	}
 	wg.Wait()
+	w.finishIndefinite(t, tl, servers, tokens, vars)
+}
+
+// grabOnce sends one grab of user i to s and records the answer; true if it was definitive.
+func (w *world) grabOnce(t *testing.T, tl *tally, s *server, tokens []string, i int, vars map[string]any) bool {
+	a := s.do(tokens[i], `mutation($v: ID!) { seckillVoucher(voucherId: $v) { orderId status } }`, vars)
+	now := time.Now()
+	user := w.users[i]
+	switch a.code {
+	case "":
+		id, _ := strconv.ParseInt(fmt.Sprint(dig(a.data, "seckillVoucher", "orderId")), 10, 64)
+		tl.add(t, id, user)
+	case "ALREADY_PURCHASED":
+		id, _ := strconv.ParseInt(a.orderID, 10, 64)
+		tl.add(t, id, user)
+	case "SOLD_OUT":
+	case "NOT_READY":
+		tl.notReady.Add(1)
+	default:
+		tl.errors.Add(1)
+	}
+	definite := a.code == "" || a.code == "ALREADY_PURCHASED" || a.code == "SOLD_OUT"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answers++
+	if !definite {
+		if s.codes == nil {
+			s.codes = map[string]int{}
+		}
+		s.indefinite++
+		s.codes[a.code]++
+		s.lastIndefinite, s.lastCode = now, a.code
+		if s.pending == nil {
+			s.pending = map[int]bool{}
+		}
+		s.pending[i] = true
+	} else {
+		delete(s.pending, i)
+	}
+	return definite
+}
+
+// finishIndefinite has every user whose last answer was not definitive grab again until it is
+// (a grab admitted whose answer was lost is answered ALREADY_PURCHASED with its order then).
+func (w *world) finishIndefinite(t *testing.T, tl *tally, servers []*server, tokens []string, vars map[string]any) {
+	deadline := time.Now().Add(30 * time.Second)
+	for _, s := range servers {
+		s.mu.Lock()
+		users := make([]int, 0, len(s.pending))
+		for i := range s.pending {
+			users = append(users, i)
+		}
+		s.mu.Unlock()
+		for _, i := range users {
+			for !w.grabOnce(t, tl, s, tokens, i, vars) {
+				if time.Now().After(deadline) {
+					t.Errorf("user %d: no definitive answer 30 s after the sale", w.users[i])
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
 }
 
 // watchSettled polls MySQL from the promotion on and sends how long after it every order told
@@ -513,11 +576,11 @@ func (s *server) watchStock(t *testing.T, voucherID int) *stockWatch {
 	return sw
 }
 
-// check asserts that the server pushed a stock change within definiteWithin of the promotion
+// check asserts that the server pushed a stock change within within of the promotion
 // (the grabs go on, so the stock changes), and that its pushes caught up with Redis's stock
 // within a second of the sale's end: sooner than the live hub's 5 s sweep, so through its
 // pub/sub subscription.
-func (sw *stockWatch) check(t *testing.T, name string, promotion time.Time, w *world) {
+func (sw *stockWatch) check(t *testing.T, name string, promotion time.Time, within time.Duration, w *world) {
 	t.Helper()
 	var first time.Time
 	sw.mu.Lock()
@@ -533,8 +596,8 @@ func (sw *stockWatch) check(t *testing.T, name string, promotion time.Time, w *w
 		t.Errorf("surge %s: voucherStock subscription: %v", name, err)
 		return
 	}
-	if first.IsZero() || first.Sub(promotion) > definiteWithin {
-		t.Errorf("surge %s: no voucherStock push within %v of the promotion (%d pushes in all)", name, definiteWithin, n)
+	if first.IsZero() || first.Sub(promotion) > within {
+		t.Errorf("surge %s: no voucherStock push within %v of the promotion (%d pushes in all)", name, within, n)
 	} else {
 		t.Logf("surge %s: first voucherStock push %v after the promotion (%d pushes in all)", name, first.Sub(promotion).Round(time.Millisecond), n)
 	}

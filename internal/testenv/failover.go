@@ -246,7 +246,12 @@ func (f *Failover) MasterOf(key string) (master, replica string) {
 }
 
 func (f *Failover) slotMaster(ctx context.Context, key string) (string, error) {
-	c := redis.NewClient(&redis.Options{Addr: f.Addrs[0], MaxRetries: -1})
+	return SlotMaster(ctx, f.Addrs[0], key)
+}
+
+// SlotMaster is the master that serves key, as the Cluster node at seed says.
+func SlotMaster(ctx context.Context, seed, key string) (string, error) {
+	c := redis.NewClient(&redis.Options{Addr: seed, MaxRetries: -1})
 	defer c.Close()
 	slot, err := c.ClusterKeySlot(ctx, key).Result()
 	if err != nil {
@@ -272,35 +277,38 @@ func (f *Failover) slotMaster(ctx context.Context, key string) (string, error) {
 }
 
 // pidOf is the process id of the local redis-server at addr, checked to be one.
-func (f *Failover) pidOf(addr string) int {
-	f.t.Helper()
+func pidOf(t testing.TB, addr string) int {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	info, err := nodeInfo(ctx, addr, "server")
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	pid, err := strconv.Atoi(info["process_id"])
 	if err != nil {
-		f.t.Fatalf("%s: INFO server has no process_id", addr)
+		t.Fatalf("%s: INFO server has no process_id", addr)
 	}
 	if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) != "redis-server" {
-		f.t.Fatalf("%s: process %d is not a local redis-server", addr, pid)
+		t.Fatalf("%s: process %d is not a local redis-server", addr, pid)
 	}
 	return pid
 }
 
 // Kill kills the Redis at addr with SIGKILL (a crash: no final write, connections reset) and
 // waits until its port refuses connections.
-func (f *Failover) Kill(addr string) {
-	f.t.Helper()
-	pid := f.pidOf(addr)
+func (f *Failover) Kill(addr string) { KillRedis(f.t, addr) }
+
+// KillRedis kills the local redis-server at addr with SIGKILL and waits until it is gone.
+func KillRedis(t testing.TB, addr string) {
+	t.Helper()
+	pid := pidOf(t, addr)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		f.t.Fatalf("kill -9 %d (%s): %v", pid, addr, err)
+		t.Fatalf("kill -9 %d (%s): %v", pid, addr, err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			f.t.Fatalf("%s (pid %d) still runs 10 s after SIGKILL", addr, pid)
+			t.Fatalf("%s (pid %d) still runs 10 s after SIGKILL", addr, pid)
 		}
 	}
 }
@@ -358,7 +366,7 @@ func (f *Failover) Promotion(addr string, within time.Duration) <-chan time.Time
 // the Cluster's replicas take over however stale (cluster-replica-validity-factor 0).
 func (f *Failover) Lag(master, replica string) (resume func()) {
 	f.t.Helper()
-	pid := f.pidOf(replica)
+	pid := pidOf(f.t, replica)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		f.t.Fatal(err)
 	}
@@ -395,7 +403,7 @@ func (f *Failover) restore() {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
 	}
 	f.frozen = nil
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		f.t.Errorf("restoring %s: %v", f, err)
 		return
@@ -408,8 +416,8 @@ func (f *Failover) restore() {
 	}
 }
 
-// moduleRoot is the directory of the module's go.mod, above the working directory.
-func moduleRoot() (string, error) {
+// ModuleRoot is the directory of the module's go.mod, above the working directory.
+func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
