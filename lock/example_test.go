@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/lock"
+	"github.com/surgekit/surge/redisfailover"
 )
 
 // The common case: one lock, waited for at most 2 s, the protected write guarded by the
@@ -112,4 +113,23 @@ func ExampleClient_ObtainMulti() {
 	// Output:
 	// both held: true
 	// <nil>
+}
+
+// Locks on a Redis that fails over: redisfailover.NewClient builds the client, for a Cluster
+// whose masters have replicas (here) or a master watched by Sentinel (MasterName, Addrs: the
+// Sentinels), and follows a promotion within about a second. A lock held at that moment may be
+// lost with a replica that lagged: the fencing token still refuses the old holder's writes (see
+// Fencing in the package documentation).
+func Example_failover() {
+	ctx := context.Background()
+	rdb := redisfailover.NewClient(&redis.UniversalOptions{
+		Addrs:                 []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"}, // seeds
+		ContextTimeoutEnabled: true,
+	})
+	defer rdb.Close()
+	locks := lock.New(rdb, lock.Options{})
+	defer locks.Close()
+	if l, err := locks.Obtain(ctx, "example:voucher:42", lock.LockOptions{Wait: time.Second}); err == nil {
+		defer l.Release(ctx)
+	}
 }
