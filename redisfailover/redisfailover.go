@@ -12,8 +12,15 @@
 //     node's dial fails or a command, pipeline or pub/sub connection on it meets a network
 //     error or a role change (READONLY, MASTERDOWN, CLUSTERDOWN, LOADING).
 //   - Sentinel: the failover client asks Sentinel for the master at each dial, drops its
-//     connections to the old master when Sentinel announces the switch, and closes a
-//     connection that answers READONLY; it follows by itself.
+//     command connections to the old master when Sentinel announces the switch, and closes a
+//     connection that answers READONLY. Its pub/sub connections stay where they are: after a
+//     coordinated failover (SENTINEL FAILOVER) the old master, up and still a master until
+//     Sentinel demotes it some 10 s later, hears nothing published on the new one. Follow
+//     closes them as soon as the client connects to the new master (switchHook).
+//   - Every client: go-redis stops dialling an address after PoolSize failed dials and probes
+//     it once a second; Follow hands it a connection that fails instead of a refused dial, so
+//     that the next call dials again (refusedHook): the new master, or a node back, is used at
+//     once.
 //   - Every topology: go-redis dials a refused address 5 times, 100 ms apart, before a call
 //     fails; NewClient dials once (DialerRetries 1), so a call on a node that is gone fails at
 //     once and is retried on the new topology rather than waiting on the old one.
@@ -30,6 +37,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -80,8 +88,83 @@ func Follow(rdb redis.UniversalClient) {
 		})
 	case *redis.Client:
 		c.AddHook(refusedHook{})
+		c.AddHook(&switchHook{conns: map[*trackedConn]struct{}{}})
 	}
 }
+
+// switchHook closes a client's connections to an address it no longer dials. A Sentinel client
+// resolves the master at each dial; when Sentinel announces a switch, go-redis closes the
+// command pools' connections to the old master, not those of pub/sub, and the old master, alive
+// after a coordinated failover (SENTINEL FAILOVER), keeps them: subscribers would hear nothing
+// of what is published on the new master until Sentinel demotes the old one (about 10 s
+// later). The first connection made to another address closes them, and go-redis's pub/sub
+// resubscribes on the new master (its confirmation tells the subscriber events may have been
+// missed). A client of one address never dials another: it is left as it is.
+type switchHook struct {
+	mu    sync.Mutex
+	last  string // the address of the last connection made
+	conns map[*trackedConn]struct{}
+}
+
+func (h *switchHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err != nil {
+			return conn, err
+		}
+		tc := &trackedConn{Conn: conn, h: h, remote: conn.RemoteAddr().String()}
+		var out net.Conn = tc
+		if sc, ok := conn.(syscall.Conn); ok {
+			out = trackedSyscallConn{tc, sc}
+		}
+		h.mu.Lock()
+		var stale []*trackedConn
+		if h.last != "" && tc.remote != h.last {
+			for c := range h.conns {
+				if c.remote != tc.remote {
+					stale = append(stale, c)
+					delete(h.conns, c)
+				}
+			}
+		}
+		h.last = tc.remote
+		h.conns[tc] = struct{}{}
+		h.mu.Unlock()
+		for _, c := range stale {
+			_ = c.Conn.Close() // its reader fails and reconnects, to the new address
+		}
+		return out, nil
+	}
+}
+
+func (*switchHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (*switchHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// trackedConn is a connection switchHook knows of until it is closed.
+type trackedConn struct {
+	net.Conn
+	h      *switchHook
+	remote string
+}
+
+func (c *trackedConn) Close() error {
+	c.h.mu.Lock()
+	delete(c.h.conns, c)
+	c.h.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// trackedSyscallConn is a trackedConn over a socket: go-redis checks an idle connection's
+// socket before use (syscall.Conn), as it does unwrapped ones.
+type trackedSyscallConn struct {
+	*trackedConn
+	sc syscall.Conn
+}
+
+func (c trackedSyscallConn) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallConn() }
 
 // refusedHook hands go-redis's pool, for a dial the server refused, a connection that fails its
 // first read or write with the dial's error instead of the error itself. The call fails (and is

@@ -130,7 +130,7 @@ func failoverMidSale(t *testing.T, f faultTarget, how fault) {
 	}
 	w := newWorldOn(t, testenv.MySQL(t), rdb, env, stock, users, nsFor)
 	// Dev mode answers login codes (the users log in over HTTP); no demo data.
-	dev := []string{"SURGE_MODE=dev", "SURGE_SEED=false"}
+	dev := []string{"SURGE_MODE=dev", "SURGE_SEED=false", "SURGE_ACCESS_LOG=false"}
 	servers := []*server{
 		{name: "with consumer", proc: startSurge(t, append(w.env(true, defaultClaimIdle), dev...)...)},
 		{name: "without consumer", proc: startSurge(t, append(w.env(false, defaultClaimIdle), dev...)...)},
@@ -227,6 +227,12 @@ func failoverMidSale(t *testing.T, f faultTarget, how fault) {
 	for i, s := range servers {
 		pushes[i].check(t, s.name, promotedAt, within, w)
 	}
+	for _, line := range strings.Split(servers[0].proc.log.String(), "\n") {
+		if strings.Contains(line, "rebuilt") || strings.Contains(line, "restarted or failed over") {
+			t.Logf("surge %s: %s", servers[0].name, line)
+		}
+	}
+	t.Logf("promotion at %s", promotedAt.UTC().Format("15:04:05.000"))
 	w.drained(30 * time.Second)
 	f2 := w.checkModel(tl)
 	t.Logf("admitted %d (%d learnt from ALREADY_PURCHASED); MySQL: %d live orders, %d LOST, %d FAILED, stock %d",
