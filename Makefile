@@ -11,17 +11,22 @@ TEST_TIMEOUT ?= 18m
 ## Redis Cluster (SURGE_CLUSTER_PORTS, default 7101-7103) is started if it is not running, its
 ## address passed to the tests, and stopped afterwards, passed or failed, only if this run
 ## started it: one that was running before is left to whoever uses it (with-redis-cluster.sh).
+## So are the two setups the failover tests kill masters on, a Cluster with replicas (7111-7116)
+## and a master + replica + 3 Sentinels (7121-7122, 26391-26393) (with-redis-failover.sh).
 test: test-services vet
-	bash scripts/with-redis-cluster.sh env SURGE_TEST_REQUIRE_ALL=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	bash scripts/with-redis-cluster.sh bash scripts/with-redis-failover.sh \
+		env SURGE_TEST_REQUIRE_ALL=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## services: make sure the real services the tests use are installed and running, and the
 ## graphql-http audit and the JavaScript clients the tests drive (npm), and promtool (deploy/ rules) are installed;
-## the local Redis Cluster too (left running: scripts/stop-redis-cluster.sh stops it)
+## the local Redis Cluster and the failover setups too (left running: scripts/stop-redis-cluster.sh
+## and scripts/stop-redis-failover.sh stop them)
 services: test-services
 	bash scripts/ensure-redis-cluster.sh
+	bash scripts/ensure-redis-failover.sh
 
-## test-services: what make test needs before it starts (the tools first), but the Redis Cluster, which
-## with-redis-cluster.sh starts (and stops) around the tests
+## test-services: what make test needs before it starts (the tools first), but the Redis Cluster and
+## the failover setups, which with-redis-cluster.sh and with-redis-failover.sh start (and stop) around the tests
 test-services:
 	bash scripts/ensure-tools.sh
 	bash scripts/ensure-redis.sh

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/cache"
+	"github.com/surgekit/surge/redisfailover"
 )
 
 // The examples keep every key under "example:" (Options.Prefix, FilterPrefix) and delete what
@@ -170,4 +171,25 @@ func ExampleLocalOptions() {
 	s, _ := shops.GetOrLoad(ctx, "1", loadShop)
 	fmt.Println(s.Name)
 	// Output: Tea House
+}
+
+// A cache on a Redis that fails over: redisfailover.NewClient builds the client, for a master
+// watched by Sentinel (here) or a Cluster with replicas (Addrs: the seed nodes, no MasterName),
+// and follows a promotion within about a second (its package documentation says how). Cached
+// values, leases and the invalidation events go to the new master; an L1 copy is dropped when
+// the event subscription comes back, as after any reconnection.
+func Example_failover() {
+	ctx := context.Background()
+	rdb := redisfailover.NewClient(&redis.UniversalOptions{
+		MasterName:            "mymaster",
+		Addrs:                 []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"}, // the Sentinels
+		ContextTimeoutEnabled: true,                                                           // calls end at their ctx's deadline
+	})
+	defer rdb.Close()
+	shops, err := cache.New[Shop](ctx, rdb, cache.Options{Name: "shop", Local: &cache.LocalOptions{Size: 10_000}})
+	if err != nil {
+		panic(err)
+	}
+	defer shops.Close()
+	_, _ = shops.GetOrLoad(ctx, "1", loadShop)
 }

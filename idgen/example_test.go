@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/idgen"
+	"github.com/surgekit/surge/redisfailover"
 )
 
 // The examples keep every key under "example:" (WithNamespace); a day's counter expires a day
@@ -59,4 +60,24 @@ func ExampleDecompose() {
 	t, seq := idgen.Decompose(660355070050697258)
 	fmt.Println(t, seq)
 	// Output: 2026-11-15 12:34:56 +0000 UTC 42
+}
+
+// Ids on a Redis that fails over: redisfailover.NewClient builds the client, for a master
+// watched by Sentinel (here) or a Cluster with replicas, and follows a promotion within about a
+// second. A promotion can lose counts the replica had not received: WithEpochStore keeps ids
+// unique through that (see the package documentation).
+func Example_failover() {
+	ctx := context.Background()
+	rdb := redisfailover.NewClient(&redis.UniversalOptions{
+		MasterName:            "mymaster",
+		Addrs:                 []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"},
+		ContextTimeoutEnabled: true,
+	})
+	defer rdb.Close()
+	orders, err := idgen.NewSegment(rdb, "order")
+	if err != nil {
+		panic(err)
+	}
+	defer orders.Close()
+	_, _ = orders.Next(ctx)
 }

@@ -17,7 +17,11 @@ import (
 
 // clusterPorts finds three free loopback ports whose cluster bus ports (port + 10000) are free
 // too.
-func clusterPorts(t *testing.T) []int {
+func clusterPorts(t *testing.T) []int { return freePorts(t, 3, true) }
+
+// freePorts finds n free loopback ports, with bus: whose cluster bus ports (port + 10000) are
+// free too.
+func freePorts(t *testing.T, n int, bus bool) []int {
 	t.Helper()
 	var ports []int
 	var held []net.Listener
@@ -26,25 +30,27 @@ func clusterPorts(t *testing.T) []int {
 			_ = ln.Close()
 		}
 	}()
-	for tries := 0; len(ports) < 3 && tries < 200; tries++ {
+	for tries := 0; len(ports) < n && tries < 400; tries++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, ln)
 		port := ln.Addr().(*net.TCPAddr).Port
-		if port+10000 > 65535 {
-			continue
+		if bus {
+			if port+10000 > 65535 {
+				continue
+			}
+			b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
+			if err != nil {
+				continue
+			}
+			held = append(held, b)
 		}
-		bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
-		if err != nil {
-			continue
-		}
-		held = append(held, bus)
 		ports = append(ports, port)
 	}
-	if len(ports) < 3 {
-		t.Fatal("no three free ports with free bus ports")
+	if len(ports) < n {
+		t.Fatalf("no %d free ports", n)
 	}
 	return ports
 }
@@ -152,7 +158,10 @@ func makeTest(t *testing.T, c clusterEnv, goExit int) (seenAddrs string, seenRun
 			env = append(env, kv)
 		}
 	}
+	// The failover setups are with-redis-failover.sh's (TestWithRedisFailover): named here so
+	// that it starts nothing.
 	cmd.Env = append(env, c.vars()...)
+	cmd.Env = append(cmd.Env, "SURGE_TEST_REDIS_REPLICA_CLUSTER_ADDRS=127.0.0.1:1", "SURGE_TEST_REDIS_SENTINEL_ADDRS=127.0.0.1:1")
 	out, err := cmd.CombinedOutput()
 	t.Logf("make test:\n%s", out)
 	b, rerr := os.ReadFile(record)

@@ -25,18 +25,8 @@ if [ -d "$dir" ]; then
 	flock -w 120 9 || die "another ensure/stop-redis-cluster run holds $dir/.lock"
 fi
 
-# pid_of PORT: pid from the node's pidfile, if that process is still the
-# redis-server of this port (its title reads "redis-server 127.0.0.1:PORT ...").
-pid_of() {
-	local f="$dir/$1/redis.pid" pid title
-	[ -f "$f" ] || return 1
-	pid=$(cat "$f")
-	[[ $pid =~ ^[0-9]+$ ]] || return 1
-	[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = redis-server ] || return 1
-	title=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
-	[[ "$title " == *" 127.0.0.1:$1 "* ]] || return 1
-	echo "$pid"
-}
+# pid_of PORT: pid from the node's pidfile, if that process is still its redis-server.
+pid_of() { pid_in "$dir/$1" "$1"; }
 
 down() { ! redis_pong "$1" && ! pid_of "$1" >/dev/null; }
 

@@ -7,7 +7,8 @@
 #     tests use those ports; when the command ends (passed, failed or interrupted), the nodes
 #     this run started are stopped (stop-redis-cluster.sh) and a cluster that was already
 #     running, which other programs may be using, is left running. Runs at once share the
-#     cluster: the nodes any of them started are stopped when the last of them ends.
+#     cluster: the nodes any of them started are stopped when the last of them ends (a lease
+#     per run under $SURGE_CLUSTER_DIR/.users-<ports>: leased_run in lib.sh).
 # Exits with the command's status.
 #
 #   bash scripts/with-redis-cluster.sh go test ./...
@@ -15,6 +16,7 @@ set -euo pipefail
 SURGE_SCRIPT=with-redis-cluster.sh
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+here=$(dirname "${BASH_SOURCE[0]}")
 [ "$#" -gt 0 ] || die "usage: with-redis-cluster.sh COMMAND [ARG...]"
 
 if [ -n "${SURGE_TEST_REDIS_CLUSTER_ADDRS:-}" ]; then
@@ -23,50 +25,19 @@ if [ -n "${SURGE_TEST_REDIS_CLUSTER_ADDRS:-}" ]; then
 fi
 
 cluster_settings
-# Runs that use this cluster at once (two `make test` on one machine) each hold a lease, a
-# file named by their pid; the nodes a run started are noted in "started". Whichever run ends
-# last stops those nodes, so no run stops a cluster that another one is still testing on,
-# and a cluster that ran before any of them (no note) is left running.
-users="$dir/.users-$(IFS=-; echo "${ports[*]}")"
-mkdir -p "$users"
-exec 8>"$dir/.users.lock" # not ensure/stop's .lock, which they take themselves
-flock -w 600 8 || die "another with-redis-cluster.sh run holds $dir/.users.lock"
-line=$(bash "$(dirname "${BASH_SOURCE[0]}")/ensure-redis-cluster.sh" 8>&-)
-echo "$line"
-SURGE_CLUSTER_STARTED=
-eval "$line"
-export SURGE_TEST_REDIS_CLUSTER_ADDRS
-if [ -n "$SURGE_CLUSTER_STARTED" ]; then
-	echo "$SURGE_CLUSTER_STARTED" >>"$users/started"
-fi
-: >"$users/$$"
-flock -u 8
 
-leave() {
-	flock -w 600 8 || die "another with-redis-cluster.sh run holds $dir/.users.lock"
-	rm -f "$users/$$"
-	local f others=0
-	for f in "$users"/[0-9]*; do
-		[ -e "$f" ] || continue
-		if kill -0 "${f##*/}" 2>/dev/null; then
-			others=$((others + 1))
-		else
-			rm -f "$f" # a run that ended without leaving (killed)
-		fi
-	done
-	if [ "$others" -gt 0 ]; then
-		echo "redis cluster: left running ($others other run(s) use it)"
-	elif [ -s "$users/started" ]; then
-		local started
-		started=$(tr -s ' ' '\n' <"$users/started" | sort -un | tr '\n' ' ')
-		rm -f "$users/started"
-		SURGE_CLUSTER_PORTS=$started bash "$(dirname "${BASH_SOURCE[0]}")/stop-redis-cluster.sh" 8>&-
-	else
-		echo "redis cluster: left running (it was running before this run)"
-	fi
-	flock -u 8
+ensure() {
+	local line
+	line=$(bash "$here/ensure-redis-cluster.sh" 8>&-)
+	echo "$line"
+	SURGE_CLUSTER_STARTED=
+	eval "$line"
+	export SURGE_TEST_REDIS_CLUSTER_ADDRS
+	started=$SURGE_CLUSTER_STARTED
 }
-trap leave EXIT
-rc=0
-"$@" 8>&- || rc=$?
-exit "$rc"
+
+stop() {
+	SURGE_CLUSTER_PORTS=$(port_union "$@") bash "$here/stop-redis-cluster.sh" 8>&-
+}
+
+leased_run "$dir/.users.lock" "$dir/.users-$(IFS=-; echo "${ports[*]}")" "redis cluster" ensure stop "$@"

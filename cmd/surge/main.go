@@ -138,8 +138,8 @@ func serve(args []string, log *slog.Logger) error {
 		store = "SQLite " + cfg.DataDir
 	}
 	redisDesc := "embedded Redis"
-	if len(cfg.RedisAddrs) > 0 {
-		redisDesc = "Redis " + strings.Join(cfg.RedisAddrs, ",")
+	if cfg.RealRedis() {
+		redisDesc = "Redis " + cfg.RedisTarget()
 	}
 	ready := []any{"mode", cfg.Mode, "redis", redisDesc, "database", store, "seeded", a.Seeded,
 		"startup", time.Since(start).Round(time.Millisecond), "addr", servers[0].ln.Addr().String(), "tracing", cfg.OTLPEndpoint != ""}

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/surgekit/surge/cache"
+	"github.com/surgekit/surge/redisfailover"
 
 	gql "github.com/surgekit/surge/graph"
 	"github.com/surgekit/surge/internal/auth"
@@ -189,8 +190,8 @@ func (a *App) persistedQueries(registry prometheus.Registerer) (server.Persisted
 // and App.DB are set. Close releases them. A namespace bound to another deployment's database
 // is refused (NamespaceTakenError), as New refuses it.
 func Connect(ctx context.Context, cfg Config, opts Options) (*App, error) {
-	if len(cfg.RedisAddrs) == 0 || cfg.MySQLDSN == "" {
-		return nil, errors.New("needs real services: set SURGE_REDIS_ADDRS and SURGE_MYSQL_DSN (or -redis-addrs and -mysql-dsn); the embedded default starts empty every time")
+	if !cfg.RealRedis() || cfg.MySQLDSN == "" {
+		return nil, errors.New("needs real services: set SURGE_REDIS_ADDRS (or SURGE_REDIS_SENTINELS and SURGE_REDIS_MASTER) and SURGE_MYSQL_DSN, or their flags; the embedded default starts empty every time")
 	}
 	a, err := open(ctx, cfg, opts, false)
 	if err != nil {
@@ -256,7 +257,7 @@ func (a *App) startSeckill(ctx context.Context, registry prometheus.Registerer) 
 	// A gang read is a pipeline, which go-redis would serve from a second pool of its own (10
 	// connections, 128 KiB buffers each): it shares the readers' bounded pool instead.
 	opts.PipelinePoolSize = -1
-	streams := redis.NewUniversalClient(opts)
+	streams := redisfailover.NewClient(opts)
 	a.streams = streams
 	o := a.SeckillOptions()
 	o.Registerer = registry
@@ -313,12 +314,15 @@ const (
 	embeddedRedisTimeout = 10 * time.Second
 )
 
+// redisOptions are the options of every Redis client of the server (each built by
+// redisfailover.NewClient, which follows a failover on any topology): one address is a single
+// node, several a Cluster, Sentinels a master they watch.
 func (a *App) redisOptions(poolSize int) *redis.UniversalOptions {
 	timeout := redisReadTimeout
 	if a.embeddedRedis {
 		timeout = embeddedRedisTimeout
 	}
-	return &redis.UniversalOptions{
+	o := &redis.UniversalOptions{
 		Addrs:    a.redisAddrs,
 		Password: a.Config.RedisPassword,
 		// One address is a single node even if it is a Cluster seed; say two for Cluster.
@@ -332,11 +336,16 @@ func (a *App) redisOptions(poolSize int) *redis.UniversalOptions {
 		WriteTimeout:          timeout,
 		PoolTimeout:           redisPoolTimeout,
 	}
+	if len(a.Config.RedisSentinels) > 0 {
+		o.Addrs, o.IsClusterMode = a.Config.RedisSentinels, false
+		o.MasterName, o.SentinelPassword = a.Config.RedisMaster, a.Config.RedisSentinelPassword
+	}
+	return o
 }
 
 func (a *App) openRedis(ctx context.Context) error {
 	addrs := a.Config.RedisAddrs
-	if len(addrs) == 0 {
+	if !a.Config.RealRedis() {
 		m := miniredis.NewMiniRedis()
 		if err := m.StartAddr("127.0.0.1:0"); err != nil {
 			return fmt.Errorf("starting embedded Redis: %w", err)
@@ -347,13 +356,17 @@ func (a *App) openRedis(ctx context.Context) error {
 		a.embeddedRedis = true
 	}
 	a.redisAddrs = addrs
-	a.Redis = redis.NewUniversalClient(a.redisOptions(a.Config.RedisPoolSize))
+	a.Redis = redisfailover.NewClient(a.redisOptions(a.Config.RedisPoolSize))
 	a.closers = append(a.closers, a.Redis.Close)
 	if a.tracing != nil {
 		telemetry.TraceRedis(a.Redis, a.tracing.Provider())
 	}
 	if err := a.Redis.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("connecting to Redis %v: %w", addrs, err)
+		target := a.Config.RedisTarget()
+		if a.embeddedRedis {
+			target = "embedded " + addrs[0]
+		}
+		return fmt.Errorf("connecting to Redis (%s): %w", target, err)
 	}
 	return nil
 }

@@ -28,7 +28,15 @@ type Config struct {
 	DataDir       string   // SURGE_DATA_DIR, -data-dir ("./data"): SQLite file in embedded mode
 	RedisAddrs    []string // SURGE_REDIS_ADDRS, -redis-addrs: one → single node, several → Cluster; empty → embedded
 	RedisPassword string   // SURGE_REDIS_PASSWORD, -redis-password
-	MySQLDSN      string   // SURGE_MYSQL_DSN, -mysql-dsn: empty → SQLite in DataDir
+	// RedisSentinels is SURGE_REDIS_SENTINELS, -redis-sentinels: the Sentinels (host:port,
+	// comma-separated) that watch RedisMaster (SURGE_REDIS_MASTER, -redis-master, the master's
+	// name in Sentinel), instead of RedisAddrs: the server follows the master Sentinel names.
+	// RedisSentinelPassword is SURGE_REDIS_SENTINEL_PASSWORD, -redis-sentinel-password, the
+	// Sentinels' own (RedisPassword is the data nodes').
+	RedisSentinels        []string
+	RedisMaster           string
+	RedisSentinelPassword string
+	MySQLDSN              string // SURGE_MYSQL_DSN, -mysql-dsn: empty → SQLite in DataDir
 	// MySQLMaxConns is SURGE_MYSQL_MAX_CONNS, -mysql-max-conns (store.DefaultMaxConns, 32):
 	// the most connections this server opens to MySQL. Servers × this must stay below the
 	// database's max_connections (151 by default), with room for tools.
@@ -180,7 +188,20 @@ const DevAdminPhone = "13800000000"
 func (c Config) Dev() bool { return c.Mode == "dev" }
 
 // Embedded reports whether the server runs on in-process Redis and SQLite.
-func (c Config) Embedded() bool { return len(c.RedisAddrs) == 0 && c.MySQLDSN == "" }
+func (c Config) Embedded() bool { return !c.RealRedis() && c.MySQLDSN == "" }
+
+// RealRedis reports whether the server is given a Redis (addresses or Sentinels) rather than
+// the embedded one.
+func (c Config) RealRedis() bool { return len(c.RedisAddrs) > 0 || len(c.RedisSentinels) > 0 }
+
+// RedisTarget describes the Redis the server is given, for logs and errors: its addresses, or
+// its master's name and Sentinels; "" for the embedded one.
+func (c Config) RedisTarget() string {
+	if len(c.RedisSentinels) > 0 {
+		return "master " + c.RedisMaster + " of Sentinels " + strings.Join(c.RedisSentinels, ",")
+	}
+	return strings.Join(c.RedisAddrs, ",")
+}
 
 // ParseConfig reads the environment, then flags from args (without the subcommand).
 func ParseConfig(args []string, getenv func(string) string) (Config, error) {
@@ -208,6 +229,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	dataDir := fs.String("data-dir", env("SURGE_DATA_DIR", "./data"), "directory for the embedded SQLite file (SURGE_DATA_DIR)")
 	redisAddrs := fs.String("redis-addrs", env("SURGE_REDIS_ADDRS", ""), "comma-separated Redis addresses; several mean Cluster; empty means embedded (SURGE_REDIS_ADDRS)")
 	redisPassword := fs.String("redis-password", env("SURGE_REDIS_PASSWORD", ""), "Redis password (SURGE_REDIS_PASSWORD)")
+	redisSentinels := fs.String("redis-sentinels", env("SURGE_REDIS_SENTINELS", ""), "comma-separated Sentinel addresses watching -redis-master, instead of -redis-addrs (SURGE_REDIS_SENTINELS)")
+	redisMaster := fs.String("redis-master", env("SURGE_REDIS_MASTER", ""), "the master's name in Sentinel, with -redis-sentinels (SURGE_REDIS_MASTER)")
+	redisSentinelPassword := fs.String("redis-sentinel-password", env("SURGE_REDIS_SENTINEL_PASSWORD", ""), "the Sentinels' password, if they have one (SURGE_REDIS_SENTINEL_PASSWORD)")
 	dsn := fs.String("mysql-dsn", env("SURGE_MYSQL_DSN", ""), "MySQL DSN, e.g. user:pass@tcp(host:3306)/surge; empty means SQLite (SURGE_MYSQL_DSN)")
 	mysqlMaxConns := fs.Int("mysql-max-conns", ev.int("SURGE_MYSQL_MAX_CONNS", store.DefaultMaxConns), "most connections this server opens to MySQL; servers × this must stay below max_connections (SURGE_MYSQL_MAX_CONNS)")
 	redisPoolSize := fs.Int("redis-pool-size", ev.int("SURGE_REDIS_POOL_SIZE", 0), "connections of the main Redis client; 0 means go-redis's default, 10 per CPU (SURGE_REDIS_POOL_SIZE)")
@@ -266,8 +290,16 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		if err != nil {
 			return Config{}, err
 		}
+		sentinels, err := splitAddrs("redis-sentinels", *redisSentinels)
+		if err != nil {
+			return Config{}, err
+		}
+		if err := checkSentinel(redisAddrs, sentinels, strings.TrimSpace(*redisMaster)); err != nil {
+			return Config{}, err
+		}
 		c := Config{
 			Addr: *addr, DataDir: *dataDir, RedisAddrs: redisAddrs, RedisPassword: *redisPassword,
+			RedisSentinels: sentinels, RedisMaster: strings.TrimSpace(*redisMaster), RedisSentinelPassword: *redisSentinelPassword,
 			MySQLDSN: *dsn, MySQLMaxConns: *mysqlMaxConns, RedisPoolSize: *redisPoolSize, GCMinHeapMB: *gcMinHeap, Mode: *mode, AdminPhones: commalist.Split(*admins),
 			MaxComplexity: *maxComplexity, MaxDepth: *maxDepth, ShutdownGrace: 15 * time.Second,
 			SeckillStrategy: *strategy, SeckillRate: *rate, StockThrottle: *stockThrottle,
@@ -633,6 +665,20 @@ func parseBool(name, v string, def bool) (bool, error) {
 		return false, fmt.Errorf("%s: %q is not true or false", setting(name), v)
 	}
 	return b, nil
+}
+
+// checkSentinel refuses a Sentinel configuration that is half there, or given with addresses:
+// the server would otherwise run on something else than what was meant.
+func checkSentinel(addrs, sentinels []string, master string) error {
+	switch {
+	case len(sentinels) > 0 && len(addrs) > 0:
+		return fmt.Errorf("%s and %s both set: give the Redis addresses (a node or a Cluster) or the Sentinels that watch the master, not both", setting("redis-addrs"), setting("redis-sentinels"))
+	case len(sentinels) > 0 && master == "":
+		return fmt.Errorf("%s needs %s: the name the Sentinels know the master by", setting("redis-sentinels"), setting("redis-master"))
+	case len(sentinels) == 0 && master != "":
+		return fmt.Errorf("%s needs %s: the Sentinels that watch master %q", setting("redis-master"), setting("redis-sentinels"), master)
+	}
+	return nil
 }
 
 // splitAddrs reads a comma-separated list of host:port addresses.

@@ -426,3 +426,37 @@ func TestParseConfigReplicaAcks(t *testing.T) {
 		}
 	}
 }
+
+// A master watched by Sentinel is given by its Sentinels and name; half a
+// Sentinel configuration, or one with Redis addresses too, is refused with the settings named.
+func TestParseConfigSentinel(t *testing.T) {
+	c, err := ParseConfig(nil, envOf(map[string]string{"SURGE_MYSQL_DSN": "u:p@tcp(h:3306)/d",
+		"SURGE_REDIS_SENTINELS": "s1:26379, s2:26379", "SURGE_REDIS_MASTER": " mymaster ", "SURGE_REDIS_SENTINEL_PASSWORD": "pw"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Embedded() || c.Dev() || !c.RealRedis() || !reflect.DeepEqual(c.RedisSentinels, []string{"s1:26379", "s2:26379"}) ||
+		c.RedisMaster != "mymaster" || c.RedisSentinelPassword != "pw" || len(c.RedisAddrs) != 0 {
+		t.Fatalf("sentinel config: %+v", c)
+	}
+	if got := c.RedisTarget(); got != "master mymaster of Sentinels s1:26379,s2:26379" {
+		t.Errorf("RedisTarget = %q", got)
+	}
+	c, err = ParseConfig([]string{"-redis-sentinels", "s1:1", "-redis-master", "m"}, envOf(nil))
+	if err != nil || c.RedisMaster != "m" || c.Embedded() {
+		t.Fatalf("flags: %+v %v", c, err)
+	}
+	for _, bad := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"SURGE_REDIS_SENTINELS": "s1:1"}, "-redis-master (SURGE_REDIS_MASTER)"},
+		{map[string]string{"SURGE_REDIS_MASTER": "m"}, "-redis-sentinels (SURGE_REDIS_SENTINELS)"},
+		{map[string]string{"SURGE_REDIS_SENTINELS": "s1:1", "SURGE_REDIS_MASTER": "m", "SURGE_REDIS_ADDRS": "a:1"}, "both set"},
+		{map[string]string{"SURGE_REDIS_SENTINELS": "s1", "SURGE_REDIS_MASTER": "m"}, "not a host:port"},
+	} {
+		if _, err := ParseConfig(nil, envOf(bad.env)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v: err = %v, want one saying %q", bad.env, err, bad.want)
+		}
+	}
+}

@@ -154,7 +154,7 @@ type world struct {
 	db    *store.DB
 	dsn   string
 	rdb   redis.UniversalClient
-	addr  string
+	redis []string // the surge processes' settings naming the Redis (SURGE_REDIS_ADDRS, or Sentinel's)
 	ns    string
 	svc   *seckill.Service
 	v     int
@@ -164,6 +164,16 @@ type world struct {
 }
 
 func newWorld(t *testing.T, dsn, redisAddr string, stock, users int) *world {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 64})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return newWorldOn(t, dsn, rdb, []string{"SURGE_REDIS_ADDRS=" + redisAddr}, stock, users, nil)
+}
+
+// newWorldOn is newWorld on a Redis client of the caller's, which the surge processes reach
+// through the settings redisEnv. nsFor, if not nil, names the namespace for the voucher's id
+// (else it is random).
+func newWorldOn(t *testing.T, dsn string, rdb redis.UniversalClient, redisEnv []string, stock, users int, nsFor func(voucherID int) string) *world {
 	t.Helper()
 	ctx := context.Background()
 	db, err := store.OpenMySQL(dsn)
@@ -175,17 +185,17 @@ func newWorld(t *testing.T, dsn, redisAddr string, stock, users int) *world {
 	if err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 64})
-	t.Cleanup(func() { _ = rdb.Close() })
-	ns := "faults" + testenv.Phone()
-	testenv.CleanupKeys(t, rdb, ns+":*")
-	w := &world{t: t, db: db, dsn: dsn, rdb: rdb, addr: redisAddr, stock: stock,
-		ns: ns}
+	w := &world{t: t, db: db, dsn: dsn, rdb: rdb, redis: redisEnv, stock: stock}
 	typ := db.Ent.ShopType.Create().SetName("t").SetSort(1).SaveX(ctx)
 	sh := db.Ent.Shop.Create().SetName("s").SetTypeID(typ.ID).SetLongitude(0).SetLatitude(0).SetImages([]string{}).SaveX(ctx)
 	w.v = db.Ent.Voucher.Create().SetShopID(sh.ID).SetTitle("v").SetPayValue(1).SetActualValue(2).
 		SetKind("SECKILL").SetStock(stock).SetBeginAt(time.Now().Add(-time.Hour)).SetEndAt(time.Now().Add(24 * time.Hour)).
 		SaveX(ctx).ID
+	w.ns = "faults" + testenv.Phone()
+	if nsFor != nil {
+		w.ns = nsFor(w.v)
+	}
+	testenv.CleanupKeys(t, rdb, w.ns+":*")
 	w.keys = seckill.KeysOf(seckill.KeyPrefix(w.ns, seckill.DefaultPrefix), w.v)
 	for start := 0; start < users; start += 2000 {
 		var bulk []*ent.UserCreate
@@ -212,11 +222,11 @@ func newWorld(t *testing.T, dsn, redisAddr string, stock, users int) *world {
 
 // env is the configuration of a surge process on this world.
 func (w *world) env(consumer bool, claimIdle time.Duration) []string {
-	return []string{
-		"SURGE_REDIS_ADDRS=" + w.addr, "SURGE_MYSQL_DSN=" + w.dsn, "SURGE_MODE=production",
+	return append([]string{
+		"SURGE_MYSQL_DSN=" + w.dsn, "SURGE_MODE=production",
 		"SURGE_NAMESPACE=" + w.ns, "SURGE_SECKILL_RATE=-1", fmt.Sprintf("SURGE_MYSQL_MAX_CONNS=%d", testenv.MySQLConns()),
 		fmt.Sprintf("SURGE_SECKILL_CONSUMER=%v", consumer), "SURGE_SECKILL_CLAIM_IDLE=" + claimIdle.String(),
-	}
+	}, w.redis...)
 }
 
 // tally records what each grab answered.
