@@ -17,11 +17,13 @@ import (
 // (WithBudget) run one at a time, each under the time left as its limit: on MySQL and MariaDB
 // the server's own (SET STATEMENT max_statement_time, MAX_EXECUTION_TIME; the request's
 // deadline still applies when it is nearer), on SQLite an interruption (the driver interrupts
-// a statement whose context ends). Each statement is charged the time from its start to the
-// end of its rows, as the client sees it (never less than the server spent on it, nor the
-// database's CPU for it), the wait for a pooled connection excluded. A statement cut by the
-// budget, and every statement after it, fails with ErrBudgetSpent. So the request's statements
-// hold the database for at most the budget, one core at a time. Statements inside a
+// a statement whose context ends). Each statement is charged the time the client waited for
+// it: the call that sends it, and each fetch of its rows (the server's work on it runs then,
+// with the network's and the driver's share), not the wait for a pooled connection nor what
+// the caller does with each row (under a loaded CPU that was most of a cheap statement's time,
+// and cut requests that had used no database CPU). A statement cut by the budget, and every
+// statement after it, fails with ErrBudgetSpent. So the request's statements hold the
+// database for about the budget at most, one core at a time. Statements inside a
 // transaction are not charged (a budget is for reads), only bounded by the deadline.
 type Budget struct {
 	total time.Duration
@@ -48,6 +50,12 @@ func WithBudget(ctx context.Context, b *Budget) context.Context {
 	return context.WithValue(ctx, budgetKey{}, b)
 }
 
+// WithoutBudget returns ctx whose statements draw on no budget: for a load that serves other
+// requests too (a cache's, shared by every caller of a key).
+func WithoutBudget(ctx context.Context) context.Context {
+	return context.WithValue(ctx, budgetKey{}, (*Budget)(nil))
+}
+
 func budgetOf(ctx context.Context) *Budget {
 	b, _ := ctx.Value(budgetKey{}).(*Budget)
 	return b
@@ -68,7 +76,7 @@ func (d *budgetDriver) Query(ctx context.Context, query string, args, v any) err
 	if err != nil {
 		return err
 	}
-	if err := (entsql.Conn{ExecQuerier: s.conn}).Query(s.ctx, query, args, v); err != nil {
+	if err := s.timed(func() error { return (entsql.Conn{ExecQuerier: s.conn}).Query(s.ctx, query, args, v) }); err != nil {
 		return s.end(err)
 	}
 	rows, ok := v.(*entsql.Rows)
@@ -88,7 +96,7 @@ func (d *budgetDriver) Exec(ctx context.Context, query string, args, v any) erro
 	if err != nil {
 		return err
 	}
-	return s.end((entsql.Conn{ExecQuerier: s.conn}).Exec(s.ctx, query, args, v))
+	return s.end(s.timed(func() error { return (entsql.Conn{ExecQuerier: s.conn}).Exec(s.ctx, query, args, v) }))
 }
 
 // budgeted is one statement drawing on a budget.
@@ -97,13 +105,21 @@ type budgeted struct {
 	conn     *sql.Conn
 	ctx      context.Context
 	cancel   context.CancelFunc
-	began    time.Time
-	byBudget bool // the budget left, not the deadline, is its limit
+	waited   time.Duration // its charge so far
+	byBudget bool          // the budget left, not the deadline, is its limit
 	once     sync.Once
 }
 
-// start waits for the request's other statement to end, then takes a connection and starts
-// the clock. With nothing left it fails at once: nothing is sent.
+// timed runs a call that waits for the database, adding its time to the statement's charge.
+func (s *budgeted) timed(call func() error) error {
+	start := time.Now()
+	err := call()
+	s.waited += time.Since(start)
+	return err
+}
+
+// start waits for the request's other statement to end, then takes a connection. With
+// nothing left it fails at once: nothing is sent.
 func (d *budgetDriver) start(ctx context.Context, b *Budget) (*budgeted, error) {
 	select {
 	case b.gate <- struct{}{}:
@@ -127,7 +143,6 @@ func (d *budgetDriver) start(ctx context.Context, b *Budget) (*budgeted, error) 
 	} else {
 		s.ctx, s.cancel = context.WithTimeout(ctx, b.left)
 	}
-	s.began = time.Now()
 	return s, nil
 }
 
@@ -139,7 +154,7 @@ func (s *budgeted) end(err error) error {
 		if IsBudgetSpent(err) {
 			s.b.left = 0
 		} else {
-			s.b.left -= time.Since(s.began)
+			s.b.left -= s.waited
 		}
 		if s.cancel != nil {
 			s.cancel()
@@ -169,17 +184,30 @@ func (b *Budget) spent(cause error) error {
 	return fmt.Errorf("store: %w (%v): %w", ErrBudgetSpent, b.total, cause)
 }
 
-// budgetRows ends its statement when closed (ent always closes its rows), and reports a cut
-// that came while the rows were read as the budget's.
+// budgetRows charges its fetches to its statement and ends the statement when closed (ent
+// always closes its rows); a cut that came while the rows were read is reported as the
+// budget's.
 type budgetRows struct {
 	entsql.ColumnScanner
 	s *budgeted
 }
 
+func (r *budgetRows) Next() bool {
+	more := false
+	_ = r.s.timed(func() error { more = r.ColumnScanner.Next(); return nil })
+	return more
+}
+
+func (r *budgetRows) NextResultSet() bool {
+	more := false
+	_ = r.s.timed(func() error { more = r.ColumnScanner.NextResultSet(); return nil })
+	return more
+}
+
 func (r *budgetRows) Err() error { return r.s.check(r.ColumnScanner.Err()) }
 
 func (r *budgetRows) Close() error {
-	err := r.ColumnScanner.Close()
-	_ = r.s.end(r.ColumnScanner.Err()) // what stopped the rows, if anything
+	err := r.s.timed(r.ColumnScanner.Close) // what the driver still reads of the result
+	_ = r.s.end(r.ColumnScanner.Err())      // what stopped the rows, if anything
 	return err
 }
