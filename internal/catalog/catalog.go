@@ -21,7 +21,8 @@ import (
 
 // Shop returns a shop, or (nil, nil) when there is none. It is read in mutex mode behind the
 // shop Bloom filter: one database read per key across all servers on a miss, and ids that
-// never existed answered without touching Redis keys or the database.
+// never existed answered without touching Redis keys or the database. A load serves every
+// caller of its key: it draws on no request's database time (store.WithoutBudget).
 func (s *Service) Shop(ctx context.Context, id int) (*ent.Shop, error) {
 	sh, err := s.shops.GetOrLoad(ctx, strconv.Itoa(id), func(ctx context.Context, _ string) (*ent.Shop, error) {
 		sh, err := s.db.Shop.Get(store.WithoutBudget(ctx), id) // a load by key, shared by its callers

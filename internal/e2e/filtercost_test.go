@@ -258,7 +258,7 @@ func (s statements) waitGone(within time.Duration) bool {
 }
 
 // hostileFilters sends filters that read whole tables however an index might help, each in
-// 1 to 64 aliases until the complexity budget refuses them, anonymously to e (the default
+// 1 to 64 aliases until the complexity budget refuses them (the issue's: 1, 2, 4, 8, 16), anonymously to e (the default
 // limits), and reads what each request costs the database. Every one must be refused, or
 // answered or cut (QUERY_TOO_EXPENSIVE) within 100 ms of database CPU; an admin's read runs
 // to its end.
@@ -304,7 +304,11 @@ func hostileFilters(t *testing.T, m *testenv.MariaDB, root *sql.DB, e *env, dsn 
 		{"vouchers' shops' vouchers", `shops(first: 5, where: {hasVouchers: true}) { edges { node { vouchers { shop { vouchers { shop { id } } } } } } }`, nil},
 		{"nodes", `nodes(ids: $ids) { id }`, map[string]any{"ids": ids[:100]}},
 	} {
-		for _, n := range []int{1, 2, 4, 8, 16, 64} {
+		counts := []int{1, 4, 16, 64}
+		if c.vars != nil && c.vars["w"] != nil {
+			counts = []int{1, 2, 4, 8, 16, 64} // the issue's
+		}
+		for _, n := range counts {
 			doc := aliases(n, c.field)
 			if c.vars != nil {
 				var decl []string
