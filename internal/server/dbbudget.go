@@ -50,3 +50,19 @@ func dbBudget(d time.Duration) graphql.OperationMiddleware {
 		return next(store.WithBudget(ctx, b))
 	}
 }
+
+// busyMessage is the message of a request whose reads the cost model prices as lookups by
+// index, yet whose database time ran out: the database answers slowly (too busy), not the
+// request asks too much.
+const busyMessage = "the database is too busy to answer within this request's database time: retry in a moment"
+
+// budgetSpent is the error of a field stopped by its request's database time: the request
+// asked too much when the cost model counted full reads in it (QUERY_TOO_EXPENSIVE); when it
+// counted none, the database was too slow for reads by index (UNAVAILABLE: retry). Under
+// load the statements of a few lookups took more than the 80 ms by themselves.
+func budgetSpent(ctx context.Context) error {
+	if pricedFullReads(ctx) == 0 {
+		return apperr.New(apperr.Unavailable, busyMessage)
+	}
+	return apperr.New(CodeQueryTooExpensive, "the request used up its database time: ask for less (a filter an index answers, fewer aliases)")
+}

@@ -79,7 +79,19 @@ var _ interface {
 	graphql.OperationContextMutator
 } = &fullReads{}
 
-func (*fullReads) ExtensionName() string { return "FullReads" }
+func (*fullReads) ExtensionName() string { return fullReadsStat }
+
+// fullReadsStat names the operation's count of full reads in its stats.
+const fullReadsStat = "FullReads"
+
+// pricedFullReads is the number of full reads the cost model counted in ctx's operation.
+func pricedFullReads(ctx context.Context) int {
+	if !graphql.HasOperationContext(ctx) {
+		return 0
+	}
+	n, _ := graphql.GetOperationContext(ctx).Stats.GetExtension(fullReadsStat).(int)
+	return n
+}
 
 func (f *fullReads) Validate(es graphql.ExecutableSchema) error {
 	f.schema = es.Schema()
@@ -91,6 +103,7 @@ func (f *fullReads) MutateOperationContext(ctx context.Context, op *graphql.Oper
 		return nil
 	}
 	reads := f.selections(op.Operation.SelectionSet, op.Variables)
+	op.Stats.SetExtension(fullReadsStat, reads) // how a spent database time is reported (errors.go)
 	if reads == 0 {
 		return nil
 	}
@@ -175,12 +188,48 @@ func conjuncts(w map[string]any, fn func(name string, value any)) {
 	}
 }
 
-// byKey reports whether a where value selects rows by primary key (id, idIn): the database
-// reads those rows only, whatever else the filter says.
+// byKey reports whether a where value selects rows by primary key (id, idIn) and holds no
+// edge: the database reads those rows only, whatever else the filter says. (An edge is a
+// subquery the database may run over the whole neighbour table: 8 aliases of 1 900 ids with
+// nested edges were 110 ms of MariaDB CPU.)
 func (f *fullReads) byKey(input string, w map[string]any) bool {
 	found := false
 	conjuncts(w, func(name string, _ any) { found = found || name == "id" || name == "idIn" })
-	return found
+	return found && !f.edges(input, w)
+}
+
+// edges reports whether a where value (of input type input) holds an edge's predicate at
+// any depth.
+func (f *fullReads) edges(input string, v any) bool {
+	def := f.schema.Types[input]
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			if f.edges(input, e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for name, value := range x {
+			fd := def.Fields.ForName(name)
+			if fd == nil || value == nil {
+				continue
+			}
+			if isEdge(def, name) {
+				return true
+			}
+			if t := f.schema.Types[fd.Type.Name()]; t != nil && t.Kind == ast.InputObject && f.edges(t.Name, value) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isEdge reports whether field name of where input def is an edge's predicate: hasVouchers
+// (beside hasVouchersWith) or hasVouchersWith.
+func isEdge(def *ast.Definition, name string) bool {
+	return strings.HasPrefix(name, "has") && (strings.HasSuffix(name, "With") || def.Fields.ForName(name+"With") != nil)
 }
 
 // inOrder reports whether a where value reads only rows that match it, in the default order
@@ -224,12 +273,12 @@ func (f *fullReads) filters(input string, v any, top bool) int {
 				n += f.filters(input, value, top && len(items) == 1)
 			case name == "not":
 				n += f.filters(input, value, false)
-			case strings.HasPrefix(name, "has") && t != nil && t.Kind == ast.InputObject: // hasVouchersWith
+			case isEdge(def, name) && t != nil && t.Kind == ast.InputObject: // hasVouchersWith
 				n += 1 + f.filters(t.Name, value, true)
+			case isEdge(def, name): // hasVouchers
+				n++
 			case t != nil && t.Kind == ast.InputObject:
 				n += f.filters(t.Name, value, top)
-			case strings.HasPrefix(name, "has") && def.Fields.ForName(name+"With") != nil: // hasVouchers
-				n++
 			case !top || !indexedFilters[input+"."+name]:
 				n++
 			}
