@@ -142,6 +142,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		MaxDepth:               cfg.MaxDepth,
 		Limits:                 server.DocumentLimits{MaxTokens: cfg.MaxTokens, MaxNesting: cfg.MaxNesting, MaxFields: cfg.MaxFields},
 		RequestTimeout:         cfg.RequestTimeout,
+		DBBudget:               cfg.DBBudget,
 		TrustedProxyHeader:     cfg.TrustedProxyHeader,
 		WebsocketSubscriptions: cfg.WSMaxSubscriptions,
 		WebsocketConnections:   cfg.WSMaxConnectionsPerIP,

@@ -64,6 +64,11 @@ type Config struct {
 	// RequestTimeout is SURGE_REQUEST_TIMEOUT, -request-timeout (5s): the deadline of each
 	// request, and of each query or mutation over a WebSocket; its work is cancelled then.
 	RequestTimeout time.Duration
+	// DBBudget is SURGE_DB_BUDGET, -db-budget (80ms; 0: off): the database time the
+	// statements of one request's queries may take together, for callers other than admins;
+	// the database stops them there (QUERY_TOO_EXPENSIVE). Admins' reads, mutations and
+	// subscriptions have the request's deadline alone.
+	DBBudget time.Duration
 	// ReadTimeout is SURGE_READ_TIMEOUT, -read-timeout (10s): how long a client may take to
 	// send one request, headers and body (the headers alone get half of it).
 	ReadTimeout time.Duration
@@ -246,6 +251,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 	maxNesting := fs.Int("max-nesting", ev.int("SURGE_MAX_NESTING", 32), "maximum nesting of braces, brackets and parentheses in a document, and of its variables (SURGE_MAX_NESTING)")
 	maxFields := fs.Int("max-fields", ev.int("SURGE_MAX_FIELDS", 500), "maximum field selections of a document, fragments counted where spread (SURGE_MAX_FIELDS)")
 	requestTimeout := fs.Duration("request-timeout", ev.duration("SURGE_REQUEST_TIMEOUT", 5*time.Second), "deadline of each request; its work is cancelled then (SURGE_REQUEST_TIMEOUT)")
+	dbBudget := fs.Duration("db-budget", ev.duration("SURGE_DB_BUDGET", 80*time.Millisecond), "database time the statements of one request's queries may take together, admins' excepted; 0: off, the request deadline alone (SURGE_DB_BUDGET)")
 	sessionCache := fs.Duration("session-cache", ev.duration("SURGE_SESSION_CACHE", time.Second), "how long a session read from Redis is answered from memory; a logout through another server is honoured within it; 0: off (SURGE_SESSION_CACHE)")
 	sessionSlide := fs.Duration("session-slide", ev.duration("SURGE_SESSION_SLIDE", time.Minute), "how often, at most, a server slides a session's idle TTL while it is in use; 0: on every request (SURGE_SESSION_SLIDE)")
 	sessionMaxAge := fs.Duration("session-max-age", ev.duration("SURGE_SESSION_MAX_AGE", 24*time.Hour), "how long after its login a session ends, however busy (SURGE_SESSION_MAX_AGE)")
@@ -306,7 +312,7 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 			SeckillClaimIdle: *claimIdle, SeckillReaders: *readers,
 			SeckillReplicaAcks: *replicaAcks, SeckillReplicaAckTimeout: *replicaAckTimeout,
 			MaxTokens: *maxTokens, MaxNesting: *maxNesting, MaxFields: *maxFields,
-			RequestTimeout: *requestTimeout, ReadTimeout: *readTimeout,
+			RequestTimeout: *requestTimeout, ReadTimeout: *readTimeout, DBBudget: *dbBudget,
 			SessionCache: *sessionCache, SessionSlide: *sessionSlide, SessionMaxAge: *sessionMaxAge,
 			TrustedProxyHeader: strings.TrimSpace(*proxyHeader),
 			WSMaxSubscriptions: *wsSubs, WSMaxConnectionsPerIP: *wsConns,
@@ -421,6 +427,9 @@ func ConfigFlags(fs *flag.FlagSet, getenv func(string) string) (build func() (Co
 		}
 		if c.RequestTimeout <= 0 || c.ReadTimeout <= 0 {
 			return Config{}, fmt.Errorf("request-timeout and read-timeout must be positive")
+		}
+		if c.DBBudget < 0 {
+			return Config{}, fmt.Errorf("%s: %v must be 0 (off) or positive", setting("db-budget"), c.DBBudget)
 		}
 		if c.SessionCache < 0 || c.SessionSlide < 0 {
 			return Config{}, fmt.Errorf("session-cache and session-slide must be 0 (off) or positive")

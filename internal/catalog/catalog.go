@@ -16,14 +16,16 @@ import (
 	"github.com/surgekit/surge/ent/shoptype"
 	"github.com/surgekit/surge/ent/voucher"
 	"github.com/surgekit/surge/internal/apperr"
+	"github.com/surgekit/surge/internal/store"
 )
 
 // Shop returns a shop, or (nil, nil) when there is none. It is read in mutex mode behind the
 // shop Bloom filter: one database read per key across all servers on a miss, and ids that
-// never existed answered without touching Redis keys or the database.
+// never existed answered without touching Redis keys or the database. A load serves every
+// caller of its key: it draws on no request's database time (store.WithoutBudget).
 func (s *Service) Shop(ctx context.Context, id int) (*ent.Shop, error) {
 	sh, err := s.shops.GetOrLoad(ctx, strconv.Itoa(id), func(ctx context.Context, _ string) (*ent.Shop, error) {
-		sh, err := s.db.Shop.Get(ctx, id)
+		sh, err := s.db.Shop.Get(store.WithoutBudget(ctx), id) // a load by key, shared by its callers
 		if ent.IsNotFound(err) {
 			return nil, cache.ErrNotFound
 		}
@@ -51,7 +53,7 @@ func (s *Service) Shops(ctx context.Context, ids []int) (map[int]*ent.Shop, erro
 		if err != nil {
 			return nil, err
 		}
-		shops, err := s.db.Shop.Query().Where(shop.IDIn(missing...)).All(ctx)
+		shops, err := s.db.Shop.Query().Where(shop.IDIn(missing...)).All(store.WithoutBudget(ctx))
 		out := make(map[string]*ent.Shop, len(shops))
 		for _, sh := range shops {
 			out[strconv.Itoa(sh.ID)] = sh
@@ -97,7 +99,7 @@ func (s *Service) Vouchers(ctx context.Context, ids []int) (map[int]*ent.Voucher
 // refreshes it.
 func (s *Service) ShopTypes(ctx context.Context) ([]*ent.ShopType, error) {
 	types, err := s.shopTypes.GetOrLoad(ctx, shopTypesKey, func(ctx context.Context, _ string) ([]*ent.ShopType, error) {
-		return s.db.ShopType.Query().Order(ent.Asc(shoptype.FieldSort), ent.Asc(shoptype.FieldID)).All(ctx)
+		return s.db.ShopType.Query().Order(ent.Asc(shoptype.FieldSort), ent.Asc(shoptype.FieldID)).All(store.WithoutBudget(ctx))
 	})
 	for _, t := range types {
 		s.db.ShopType.Attach(t)

@@ -36,6 +36,9 @@ func classifyResolverErrors(log *slog.Logger) graphql.FieldMiddleware {
 			return res, err
 		}
 		switch {
+		case store.IsBudgetSpent(err):
+			log.WarnContext(ctx, "request database time spent", "path", graphql.GetFieldContext(ctx).Path().String(), "full_reads", pricedFullReads(ctx), "err", err)
+			return res, budgetSpent(ctx)
 		case deadlinePassed(ctx) || store.IsStatementTimeout(err): // the server's count of the same deadline
 			log.WarnContext(ctx, "request deadline passed", "path", graphql.GetFieldContext(ctx).Path().String(), "err", err)
 			return res, apperr.New(CodeTimeout, "the request ran past its deadline")

@@ -45,6 +45,10 @@ type Options struct {
 	// RequestTimeout is the deadline of each request (and of each query or mutation over a
 	// WebSocket): its work is cancelled then (5 s).
 	RequestTimeout time.Duration
+	// DBBudget is the database time the statements of one request's queries may take
+	// together, for callers other than admins (dbbudget.go); the database stops them there,
+	// with QUERY_TOO_EXPENSIVE. 0: none, the request's deadline alone.
+	DBBudget time.Duration
 	// TrustedProxyHeader names the header a reverse proxy sets to the client's address (e.g.
 	// X-Forwarded-For, X-Real-IP): its last address counts as the client's for per-client
 	// limits. Empty: the peer's address. Set it only when every request comes through that
@@ -154,6 +158,7 @@ func GraphQL(res *gql.Resolver, opts *Options) http.Handler {
 		return next(res.WithLoaders(ctx)) // batch shop(id:) and voucher(id:) lookups per operation
 	})
 	srv.AroundOperations(websocketSessions(res.Auth, opts.Logger, opts.RequestTimeout))
+	srv.AroundOperations(dbBudget(opts.DBBudget)) // after the session: admins have none
 	srv.AroundFields(classifyResolverErrors(opts.Logger))
 	srv.SetErrorPresenter(presenter(opts.Suggestions))
 	srv.SetRecoverFunc(recoverPanic(opts.Logger))

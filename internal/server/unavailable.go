@@ -96,6 +96,7 @@ func withRequestContext(next http.Handler, a *auth.Service, log *slog.Logger, op
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, opts.RequestTimeout)
 			defer cancel()
+			ctx = withRequestBudget(ctx, opts.DBBudget)
 		}
 		ctx, err := a.WithToken(ctx, auth.BearerToken(r))
 		if err != nil {

@@ -26,8 +26,10 @@ import (
 //     MAX_EXECUTION_TIME(ms), which MySQL applies to SELECT only. The limit is the time left,
 //     less a tenth of it (at most statementMargin): the server then ends the statement just
 //     before the client would, with an error (ER_STATEMENT_TIMEOUT), and the connection stays
-//     usable instead of being closed and opened again. Statements without a deadline (a
-//     migration waiting for its lock, the consumer's writes once persisted) get none. A
+//     usable instead of being closed and opened again. A statement drawing on a request's
+//     budget (budget.go) gets the budget's time left instead when that is less. Statements
+//     without either (a migration waiting for its lock, the consumer's writes once
+//     persisted) get none. A
 //     statement prepared explicitly (DB.PrepareContext) keeps the limit of the context it was
 //     prepared under: prepare without a deadline what is to be run more than once.
 //   - A cancellation reaches the server: when the driver gives up a connection in the middle of
@@ -168,18 +170,36 @@ func (c *boundedConn) PrepareContext(ctx context.Context, query string) (driver.
 	return c.mysqlConn.PrepareContext(ctx, c.limited(ctx, query))
 }
 
-// limited is query with its context's deadline as the server's time limit; query itself
-// when there is no deadline, or no limit for that kind of statement.
+// limited is query with its context's deadline, or its budget's time left when that is less,
+// as the server's time limit; query itself when there is neither, or no limit for that kind
+// of statement.
 func (c *boundedConn) limited(ctx context.Context, query string) string {
-	deadline, ok := ctx.Deadline()
+	limit, ok := deadlineLimit(ctx)
+	if budget, has := ctx.Value(statementLimitKey{}).(time.Duration); has && (!ok || budget < limit) {
+		limit, ok = budget, true
+	}
 	if !ok {
 		return query
 	}
+	return limitStatement(query, limit, c.mariaDB)
+}
+
+// statementLimitKey holds a statement's budget (budget.go) in its context.
+type statementLimitKey struct{}
+
+// deadlineLimit is the server-side limit that ctx's deadline gives a statement: the time
+// left, less a tenth of it (at most statementMargin); false without a deadline, or past it
+// (the driver refuses a statement then).
+func deadlineLimit(ctx context.Context) (time.Duration, bool) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
 	left := time.Until(deadline)
 	if left <= 0 {
-		return query // the driver refuses it for its context
+		return 0, false
 	}
-	return limitStatement(query, left-min(left/10, statementMargin), c.mariaDB)
+	return left - min(left/10, statementMargin), true
 }
 
 // limitStatement prefixes query with a server-side limit of d: MariaDB's SET STATEMENT on

@@ -125,7 +125,8 @@ func (d *DB) SetMaxConns(n int) {
 }
 
 func wrap(db *sql.DB, d string) *DB {
-	return &DB{Ent: ent.NewClient(ent.Driver(entsql.OpenDB(d, db))), SQL: db, Dialect: d}
+	drv := &budgetDriver{Driver: entsql.OpenDB(d, db), mysql: d == dialect.MySQL}
+	return &DB{Ent: ent.NewClient(ent.Driver(drv)), SQL: db, Dialect: d}
 }
 
 // Migrate creates or updates the schema: columns and indexes are added, indexes the schema
