@@ -186,7 +186,7 @@ func Example_failover() {
 		ContextTimeoutEnabled: true,                                                           // calls end at their ctx's deadline
 	})
 	defer rdb.Close()
-	shops, err := cache.New[Shop](ctx, rdb, cache.Options{Name: "shop", Local: &cache.LocalOptions{Size: 10_000}})
+	shops, err := cache.New[Shop](ctx, rdb, cache.Options{Prefix: "example:cache", Name: "shop", Local: &cache.LocalOptions{Size: 10_000}})
 	if err != nil {
 		panic(err)
 	}

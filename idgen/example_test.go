@@ -74,7 +74,7 @@ func Example_failover() {
 		ContextTimeoutEnabled: true,
 	})
 	defer rdb.Close()
-	orders, err := idgen.NewSegment(rdb, "order")
+	orders, err := idgen.NewSegment(rdb, "order", idgen.WithNamespace("example"))
 	if err != nil {
 		panic(err)
 	}

@@ -122,10 +122,10 @@ func ExampleOptions_replicaAcks() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "localhost:6379")})
 	defer rdb.Close()
-	locks := lock.New(rdb, lock.Options{ReplicaAcks: 1, ReplicaTimeout: 100 * time.Millisecond})
+	locks := lock.New(rdb, lock.Options{Prefix: "example:lock", ReplicaAcks: 1, ReplicaTimeout: 100 * time.Millisecond})
 	defer locks.Close()
 
-	l, err := locks.Obtain(ctx, "example:payout:3", lock.LockOptions{})
+	l, err := locks.Obtain(ctx, "payout:3", lock.LockOptions{})
 	switch {
 	case errors.Is(err, lock.ErrNotReplicated):
 		// Released again on the master. A replica is down or lagging: retry later, or alert.
@@ -151,9 +151,9 @@ func Example_failover() {
 		ContextTimeoutEnabled: true,
 	})
 	defer rdb.Close()
-	locks := lock.New(rdb, lock.Options{})
+	locks := lock.New(rdb, lock.Options{Prefix: "example:lock"})
 	defer locks.Close()
-	if l, err := locks.Obtain(ctx, "example:voucher:42", lock.LockOptions{Wait: time.Second}); err == nil {
+	if l, err := locks.Obtain(ctx, "voucher:42", lock.LockOptions{Wait: time.Second}); err == nil {
 		defer l.Release(ctx)
 	}
 }

@@ -189,6 +189,12 @@ func TestExamplesBuildAndRunOutsideTheRepository(t *testing.T) {
 
 	for _, ex := range all {
 		t.Run(ex.name, func(t *testing.T) {
+			if !ex.checked {
+				// Like go test, which compiles an example without an Output comment and never
+				// runs it: such examples show a deployment's set-up (Sentinel addresses) that
+				// this machine has not. Built above, with every other one.
+				t.Skip("no // Output: the example is compiled, not run")
+			}
 			before, beforeSQL := redisProxy.Accepted(), mysqlProxy.Accepted()
 			run(t, bin, ex, append(env, "REDIS_ADDR="+redisProxy.Addr))
 			imports := importPaths(ex.program)

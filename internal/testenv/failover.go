@@ -317,12 +317,17 @@ func KillRedis(t testing.TB, addr string) {
 // replica, or SENTINEL FAILOVER (Sentinel picks the replica: the setup has one).
 func (f *Failover) Failover(replica string) {
 	f.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var err error
 	if f.Sentinel() {
+		// A replica that came back (restore) is a candidate only once Sentinel has read its
+		// INFO, which it does every 10 s outside a failover: until then it answers
+		// NOGOODSLAVE, so ask again.
 		s := redis.NewSentinelClient(&redis.Options{Addr: f.Addrs[0]})
-		err = s.Failover(ctx, f.MasterName).Err()
+		for err = s.Failover(ctx, f.MasterName).Err(); err != nil && strings.Contains(err.Error(), "NOGOODSLAVE") && ctx.Err() == nil; err = s.Failover(ctx, f.MasterName).Err() {
+			time.Sleep(200 * time.Millisecond)
+		}
 		_ = s.Close()
 	} else {
 		c := redis.NewClient(&redis.Options{Addr: replica})
