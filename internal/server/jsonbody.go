@@ -84,12 +84,8 @@ func (s *jsonScan) end() *requestError {
 
 // skip reads the next value and drops it.
 func (s *jsonScan) skip() {
-	tok, ok := s.token()
-	if !ok || tok.Kind() != '{' && tok.Kind() != '[' {
-		return
-	}
-	for depth := s.dec.StackDepth() - 1; ok && s.dec.StackDepth() > depth; {
-		_, ok = s.token()
+	if tok, ok := s.token(); ok && (tok.Kind() == '{' || tok.Kind() == '[') {
+		s.skipRest()
 	}
 }
 
