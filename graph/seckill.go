@@ -51,6 +51,6 @@ func grabError(a seckill.Admission, err error) error {
 	if !errors.Is(err, seckill.ErrAlreadyPurchased) {
 		return apperr.New(answer.code, "%s", answer.msg)
 	}
-	id := strconv.FormatInt(a.OrderID, 10)
-	return apperr.New(answer.code, "%s (order %s)", answer.msg, id).With("orderId", id)
+	id := strconv.FormatInt(a.OrderID, 10) // most grabs of a sale end here: no fmt
+	return &apperr.Error{Code: answer.code, Message: answer.msg + " (order " + id + ")", Extensions: map[string]any{"orderId": id}}
 }

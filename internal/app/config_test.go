@@ -133,7 +133,7 @@ func TestParseConfigPools(t *testing.T) {
 	if err != nil || c.MySQLMaxConns != 12 || c.RedisPoolSize != 50 {
 		t.Fatalf("pools from env and flags: mysql %d, redis %d, %v", c.MySQLMaxConns, c.RedisPoolSize, err)
 	}
-	if gc.GCMinHeapMB != 64 {
+	if gc.GCMinHeapMB != 128 {
 		t.Fatalf("gc floor default %d MiB", gc.GCMinHeapMB)
 	}
 	if c, err = ParseConfig(nil, envOf(map[string]string{"SURGE_GC_MIN_HEAP_MB": "0"})); err != nil || c.GCMinHeapMB != 0 {

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -33,13 +32,13 @@ func isBatch(body []byte) bool {
 func (t httpTransport) decodeBatch(body []byte, h http.Header) (*httpRequest, *requestError) {
 	ops := max(t.maxBatch, 1)
 	maxValues := ops*(t.limits.MaxTokens+envelopeValues) + 1
-	if err := t.checkJSONWithin(body, "the batch", maxValues, t.limits.MaxNesting+envelopeDepth+1); err != nil {
+	s := newJSONScan(body, "the batch", maxValues, t.limits.MaxNesting+envelopeDepth+1)
+	defer s.close()
+	batch, ok := s.batch()
+	if err := s.end(); err != nil {
 		return nil, err
 	}
-	var batch []*httpParams
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if dec.Decode(&batch) != nil {
+	if !ok {
 		return nil, badRequest(http.StatusBadRequest, "a batch must be a JSON array of request objects")
 	}
 	var refusal *requestError

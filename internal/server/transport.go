@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,11 +9,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
@@ -283,19 +280,22 @@ func (t httpTransport) paramsFromBody(w http.ResponseWriter, r *http.Request) (*
 }
 
 // decodeBody parses {"query", "operationName", "variables", "extensions", "documentId"}
-// strictly: checked by checkJSON, then decoded once as gqlgen does (numbers kept as
-// json.Number); a member of the wrong type fails the decode. The query may be missing when the
-// request names a persisted operation.
+// strictly, in one pass (jsonScan): numbers kept as json.Number as gqlgen expects, a member of
+// the wrong type refused. The query may be missing when the request names a persisted
+// operation.
 func (t httpTransport) decodeBody(body []byte, h http.Header) (*httpParams, *requestError) {
-	if err := t.checkJSON(body, "the body"); err != nil {
+	s := t.scan(body, "the body")
+	defer s.close()
+	p, ok := s.params()
+	if err := s.end(); err != nil {
 		return nil, err
 	}
-	p := &httpParams{}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if dec.Decode(p) != nil {
+	if !ok {
 		return nil, badRequest(http.StatusBadRequest,
 			`the body must be a JSON object: query a string, operationName a string or null, variables and extensions objects or null`)
+	}
+	if p == nil { // null: a request without members
+		p = &httpParams{}
 	}
 	if err := p.check(h); err != nil {
 		return nil, err
@@ -316,14 +316,16 @@ func (p *httpParams) check(h http.Header) *requestError {
 // decodeObject decodes a JSON object (variables, extensions of a GET), numbers kept as
 // json.Number as gqlgen expects.
 func (t httpTransport) decodeObject(raw []byte, name string, dst *map[string]any) *requestError {
-	if err := t.checkJSON(raw, name); err != nil {
+	s := t.scan(raw, name)
+	defer s.close()
+	m, ok := s.object()
+	if err := s.end(); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if dec.Decode(dst) != nil || *dst == nil {
+	if !ok || m == nil {
 		return badRequest(http.StatusBadRequest, "%s must be a JSON object or null", name)
 	}
+	*dst = m
 	return nil
 }
 
@@ -334,52 +336,16 @@ const (
 	envelopeDepth  = 1
 )
 
-// checkJSON refuses, in one pass of jsontext's decoder (strict RFC 8259, no allocation per
-// token), what encoding/json would let through silently: invalid UTF-8 (replaced by U+FFFD),
-// duplicate names (the last wins: a smuggled second "query"), more than one value, and JSON
-// past the document limits in values or nesting (with room for the request's envelope).
+// scan reads a request's JSON within the document limits, with room for the request's
+// envelope.
+func (t httpTransport) scan(raw []byte, what string) *jsonScan {
+	return newJSONScan(raw, what, t.limits.MaxTokens+envelopeValues, t.limits.MaxNesting+envelopeDepth)
+}
+
+// checkJSON refuses what a scan refuses (jsonScan), reading raw as one value of any type.
 func (t httpTransport) checkJSON(raw []byte, what string) *requestError {
-	return t.checkJSONWithin(raw, what, t.limits.MaxTokens+envelopeValues, t.limits.MaxNesting+envelopeDepth)
-}
-
-func (t httpTransport) checkJSONWithin(raw []byte, what string, maxValues, maxDepth int) *requestError {
-	dec := decoders.Get().(*jsontext.Decoder)
-	defer decoders.Put(dec)
-	dec.Reset(bytes.NewReader(raw))
-	for values, done := 0, false; ; done = dec.StackDepth() == 0 {
-		tok, err := dec.ReadToken()
-		switch {
-		case err == io.EOF && done:
-			return nil
-		case errors.Is(err, jsontext.ErrDuplicateName):
-			return badRequest(http.StatusBadRequest, "%s has a duplicate name in a JSON object", what)
-		case err != nil:
-			return badRequest(http.StatusBadRequest, "%s is not valid JSON", what)
-		case done:
-			return badRequest(http.StatusBadRequest, "%s is more than one JSON value", what)
-		case dec.StackDepth() > maxDepth:
-			return &requestError{status: http.StatusBadRequest, err: tooLarge("%s nests more than %d levels", what, maxDepth)}
-		}
-		if isValue(dec, tok.Kind()) {
-			if values++; values > maxValues {
-				return &requestError{status: http.StatusBadRequest, err: tooLarge("%s has more than %d values", what, maxValues)}
-			}
-		}
-	}
-}
-
-// decoders recycles checkJSON's decoders (and their buffers) across requests.
-var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewReader(nil)) }}
-
-// isValue tells a value's first token from an object's name and from closing delimiters.
-func isValue(dec *jsontext.Decoder, k jsontext.Kind) bool {
-	if k == '}' || k == ']' {
-		return false
-	}
-	depth := dec.StackDepth()
-	if k == '{' || k == '[' { // the container just opened: its parent decides
-		depth--
-	}
-	kind, length := dec.StackIndex(depth)
-	return kind != '{' || length%2 == 0 // in an object, names are the odd tokens
+	s := t.scan(raw, what)
+	defer s.close()
+	s.skip()
+	return s.end()
 }

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 )
 
@@ -79,5 +81,56 @@ func TestCheckJSON(t *testing.T) {
 		if got != want {
 			t.Errorf("%q: %q (%v), want %q", raw, got, err, want)
 		}
+	}
+}
+
+// TestDecodeBodyMembers: the body's members are matched by their exact names, as GraphQL over
+// HTTP spells them: a "Query" or "QUERY" beside "query" is an unknown member, ignored, not a
+// second query that replaces the first past the duplicate-name check (encoding/json matched
+// names case-insensitively, the last one winning).
+func TestDecodeBodyMembers(t *testing.T) {
+	tr := httpTransport{maxBody: 1 << 20, limits: DocumentLimits{MaxTokens: 10, MaxNesting: 3}}
+	for raw, want := range map[string]string{
+		`{"query":"{ a }","Query":"mutation { b }"}`:      "{ a }",
+		`{"Query":"mutation { b }","query":"{ a }"}`:      "{ a }",
+		`{"query":"{ a }","QUERY":"mutation { b }"}`:      "{ a }",
+		`{"QUERY":"mutation { b }"}`:                      CodeBadRequest, // no query
+		`{"query":"{ a }","OperationName":"B"}`:           "{ a }",
+		`null`:                                            CodeBadRequest, // no query
+		`{"query":1}`:                                     CodeBadRequest,
+		`{"query":"{ a }","variables":[1]}`:               CodeBadRequest,
+		`{"query":"{ a }","operationName":null}`:          "{ a }",
+		`{"query":1,"v":[1,2,3,4,5,6,7,8,9,10,11,12,13]}`: CodeDocumentTooLarge, // the limit first, wherever it is
+	} {
+		p, err := tr.decodeBody([]byte(raw), http.Header{})
+		got := ""
+		if err != nil {
+			got, _ = err.err.Extensions["code"].(string)
+		} else {
+			got = p.Query
+		}
+		if got != want {
+			t.Errorf("%s: %q (%v), want %q", raw, got, err, want)
+		}
+	}
+}
+
+// TestDecodeBodyValues: variables and extensions decode as gqlgen's decoding of a request
+// makes them (objects map[string]any, arrays []any, numbers json.Number).
+func TestDecodeBodyValues(t *testing.T) {
+	tr := httpTransport{maxBody: 1 << 20, limits: DocumentLimits{MaxTokens: 100, MaxNesting: 5}}
+	raw := `{"query":"q","operationName":"Op","documentId":"d1","variables":{"n":1.50,"big":12345678901234567890,` +
+		`"s":"a\u00e9\"","l":[true,false,null,{"x":[]}],"o":{}},"extensions":{"persistedQuery":{"version":1}},"other":{"a":[1]}}`
+	p, err := tr.decodeBody([]byte(raw), http.Header{"X": {"y"}})
+	if err != nil {
+		t.Fatal(err.err)
+	}
+	want := httpParams{DocumentID: "d1"}
+	want.Query, want.OperationName, want.Headers = "q", "Op", http.Header{"X": {"y"}}
+	want.Variables = map[string]any{"n": json.Number("1.50"), "big": json.Number("12345678901234567890"), "s": "aé\"",
+		"l": []any{true, false, nil, map[string]any{"x": []any{}}}, "o": map[string]any{}}
+	want.Extensions = map[string]any{"persistedQuery": map[string]any{"version": json.Number("1")}}
+	if !reflect.DeepEqual(*p, want) {
+		t.Errorf("decoded\n%#v\nwant\n%#v", *p, want)
 	}
 }
