@@ -11,6 +11,7 @@
 //	http               open-loop (constant-rate) grabs against servers and the floors: latency tail and curve
 //	drain              the order stream consumer into MySQL next to raw multi-value INSERTs
 //	subscriptions      live updates: N order + M stock watchers over graphql-transport-ws, idle cost and latency
+//	ab                 two builds side by side (REF and the work tree): the headline ratios, interleaved
 //
 // seckill and drain take the server's configuration (app.ConfigFlags: SURGE_REDIS_ADDRS,
 // SURGE_MYSQL_DSN, SURGE_NAMESPACE, ... and the same flags) instead of -redis-addrs alone.
@@ -74,6 +75,7 @@ var scenarios = []scenario{
 	{name: "http", help: "open-loop constant-rate grabs against any server URL (and the floors): p50/p99/p99.9/max per rate, latency curve, vs vegeta", run: runHTTP},
 	{name: "subscriptions", help: "orderStatus + voucherStock watchers over graphql-transport-ws: idle Redis/SQL/CPU/RSS/goroutines, CREATED and stock latency", run: runSubscriptions},
 	{name: "drain", help: "order stream consumer into MySQL (rows/s) next to raw 500-row multi-value INSERTs of the same rows", run: runDrain},
+	{name: "ab", help: "two builds side by side: builds REF and the work tree, runs admission, drain and grabs vs floor2 interleaved, N rounds; medians and ratios", run: runAB},
 	{name: workerScenario, run: runStampedeWorker, hidden: true},
 	{name: floorScenario, run: runFloorServe, hidden: true},
 }
