@@ -39,7 +39,7 @@ func TestABNoteGrabs(t *testing.T) {
 	}
 	want := map[string][2][]float64{
 		"grabs: answers/s ÷ floor2's (closed loop, 200 workers)": {{0.9, 0.5}, {1.1, 1.1}},
-		"grabs: p99 ÷ floor2's (open loop, 2000/s)":             {{2, 1.5}, {0.5, 2}},
+		"grabs: p99 ÷ floor2's (open loop, 2000/s)":              {{2, 1.5}, {0.5, 2}},
 	}
 	for name, w := range want {
 		f := ab.figures[name]
