@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,7 +57,11 @@ type DrainResult struct {
 	RawAfterRowsPS   float64 `json:"raw_rows_per_s_after"`
 	RawRowsPerS      float64 `json:"raw_rows_per_s"`
 	Ratio            float64 `json:"ratio_ours_vs_raw"`
-	OrdersInDB       int     `json:"orders_in_db"`
+	// CommandsPerBatch is the Redis commands the process sent while the consumer drained, by
+	// name, per batch of Batch orders (the bench's own XLEN polling left out).
+	CommandsPerBatch map[string]float64 `json:"redis_commands_per_batch,omitempty"`
+	CPUProfile       string             `json:"cpu_profile,omitempty"`
+	OrdersInDB       int                `json:"orders_in_db"`
 	StockDB          int     `json:"stock_db"`
 	OK               bool    `json:"ok"`
 	ElapsedMS        float64 `json:"elapsed_ms"`
@@ -71,6 +77,7 @@ type drainRow struct {
 type drain struct {
 	ctx   context.Context
 	cfg   app.Config
+	prof  string // -cpuprofile
 	app   *app.App
 	svc   *seckill.Service
 	out   *output
@@ -83,14 +90,14 @@ type drain struct {
 }
 
 func runDrain(ctx context.Context, args []string, out *output) error {
-	cfg, n, timeout, err := drainFlags(args, out)
+	cfg, n, timeout, prof, err := drainFlags(args, out)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	began := time.Now()
-	d := &drain{ctx: ctx, cfg: cfg, out: out, n: n}
+	d := &drain{ctx: ctx, cfg: cfg, out: out, n: n, prof: prof}
 	d.res = DrainResult{Scenario: "drain", Redis: strings.Join(cfg.RedisAddrs, ","), Run: runID(), Namespace: cfg.Namespace, Orders: n}
 	closeAll, err := d.open()
 	if err != nil {
@@ -117,7 +124,7 @@ func runDrain(ctx context.Context, args []string, out *output) error {
 }
 
 // drainFlags parses the scenario's flags and checks the configuration.
-func drainFlags(args []string, out *output) (app.Config, int, time.Duration, error) {
+func drainFlags(args []string, out *output) (cfg app.Config, n int, timeout time.Duration, prof string, err error) {
 	fs := flag.NewFlagSet("surge bench drain", flag.ContinueOnError)
 	fs.SetOutput(out.errw)
 	fs.Usage = func() {
@@ -125,25 +132,26 @@ func drainFlags(args []string, out *output) (app.Config, int, time.Duration, err
 		fs.PrintDefaults()
 	}
 	build := app.ConfigFlags(fs, nil)
-	n := fs.Int("orders", 50_000, "orders to queue and drain")
-	timeout := fs.Duration("timeout", 10*time.Minute, "bound on the whole run")
+	fs.IntVar(&n, "orders", 50_000, "orders to queue and drain")
+	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "bound on the whole run")
+	fs.StringVar(&prof, "cpuprofile", "", "write a CPU profile of this process while the consumer drains to this file")
 	jsonOnly := fs.Bool("json-only", false, "print only the final JSON line")
 	if err := fs.Parse(args); err != nil {
-		return app.Config{}, 0, 0, err
+		return app.Config{}, 0, 0, "", err
 	}
 	out.jsonOnly = *jsonOnly
-	cfg, err := build()
+	cfg, err = build()
 	switch {
 	case err != nil:
-		return cfg, 0, 0, err
+		return cfg, 0, 0, "", err
 	case cfg.MySQLDSN == "" || len(cfg.RedisAddrs) == 0:
-		return cfg, 0, 0, errors.New("bench drain: needs real MySQL and Redis (set SURGE_MYSQL_DSN and SURGE_REDIS_ADDRS, or -mysql-dsn and -redis-addrs); it measures MySQL writes, which the embedded SQLite default does not represent")
+		return cfg, 0, 0, "", errors.New("bench drain: needs real MySQL and Redis (set SURGE_MYSQL_DSN and SURGE_REDIS_ADDRS, or -mysql-dsn and -redis-addrs); it measures MySQL writes, which the embedded SQLite default does not represent")
 	case cfg.SeckillStrategy != "lua":
-		return cfg, 0, 0, errors.New("bench drain: the sync strategy has no order stream")
-	case *n < 1 || *n > 1_000_000:
-		return cfg, 0, 0, errors.New("bench drain: -orders in [1, 1000000]")
+		return cfg, 0, 0, "", errors.New("bench drain: the sync strategy has no order stream")
+	case n < 1 || n > 1_000_000:
+		return cfg, 0, 0, "", errors.New("bench drain: -orders in [1, 1000000]")
 	}
-	return cfg, *n, *timeout, nil
+	return cfg, n, timeout, prof, nil
 }
 
 // open starts the app (no consumer of its own) and a seckill service without a rate limit.
@@ -346,6 +354,20 @@ func (d *drain) drainStream() error {
 	cctx, stop := context.WithCancel(d.ctx)
 	done := make(chan struct{})
 	defer func() { stop(); <-done }()
+	cmds := &nameCounter{}
+	d.app.Redis.AddHook(cmds)
+	if sc := d.app.StreamClient(); sc != nil && sc != d.app.Redis {
+		sc.AddHook(cmds)
+	}
+	if d.prof != "" {
+		stopProfile, err := startCPUProfile(d.prof)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+		d.res.CPUProfile = d.prof
+	}
+	cmds.take()
 	t0 := time.Now()
 	go func() { defer close(done); _ = d.svc.RunConsumer(cctx) }()
 	var tFirst, tLast time.Time
@@ -366,6 +388,13 @@ func (d *drain) drainStream() error {
 			return fmt.Errorf("bench drain: %d orders still queued: %w", l, d.ctx.Err())
 		default:
 			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	batches := float64(d.n) / float64(d.res.Batch)
+	d.res.CommandsPerBatch = map[string]float64{}
+	for name, k := range cmds.take() {
+		if name != "xlen" { // the polling below, on the same client
+			d.res.CommandsPerBatch[name] = round3(float64(k) / batches)
 		}
 	}
 	d.res.DrainMS = ms(tLast.Sub(t0))
@@ -392,6 +421,12 @@ func (d *drain) checkPersisted() error {
 	d.res.OK = d.res.OrdersInDB == d.n && d.res.StockDB == 0
 	d.out.printf("  consumer drained %d orders in %.0f ms: %.0f rows/s first to last persisted (%.0f from its start)\n",
 		d.n, d.res.DrainMS, d.res.OursRowsPerS, d.res.OursFromStartRPS)
+	names := slices.Sorted(maps.Keys(d.res.CommandsPerBatch))
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %.2f", n, d.res.CommandsPerBatch[n])
+	}
+	d.out.printf("  Redis commands per batch of %d: %s\n", d.res.Batch, strings.Join(parts, ", "))
 	return nil
 }
 
