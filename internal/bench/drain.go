@@ -62,9 +62,9 @@ type DrainResult struct {
 	CommandsPerBatch map[string]float64 `json:"redis_commands_per_batch,omitempty"`
 	CPUProfile       string             `json:"cpu_profile,omitempty"`
 	OrdersInDB       int                `json:"orders_in_db"`
-	StockDB          int     `json:"stock_db"`
-	OK               bool    `json:"ok"`
-	ElapsedMS        float64 `json:"elapsed_ms"`
+	StockDB          int                `json:"stock_db"`
+	OK               bool               `json:"ok"`
+	ElapsedMS        float64            `json:"elapsed_ms"`
 }
 
 type drainRow struct {
