@@ -68,6 +68,8 @@ type ABResult struct {
 	LoadBefore string     `json:"load_average_before"`
 	LoadAfter  string     `json:"load_average_after"`
 	BuildMS    float64    `json:"build_ms"`
+	// PhaseMS is how long each phase took, both builds and every round.
+	PhaseMS map[string]float64 `json:"phase_ms"`
 	ElapsedMS  float64    `json:"elapsed_ms"`
 }
 
@@ -122,7 +124,7 @@ func runAB(ctx context.Context, args []string, out *output) error {
 	defer cancel()
 	began := time.Now()
 	ab := &abRun{o: o, cfg: cfg, run: runID(), out: out, figures: map[string]*ABFigure{}}
-	res := ABResult{Scenario: "ab", Ref: ref, Rounds: o.rounds, LoadBefore: loadAverage()}
+	res := ABResult{Scenario: "ab", Ref: ref, Rounds: o.rounds, LoadBefore: loadAverage(), PhaseMS: map[string]float64{}}
 	if ab.tmp, err = os.MkdirTemp("", "surge-ab-"); err != nil {
 		return err
 	}
@@ -155,6 +157,7 @@ func runAB(ctx context.Context, args []string, out *output) error {
 			continue
 		}
 		var err error
+		started := time.Now()
 		switch phase {
 		case "admission":
 			err = ab.rounds(ctx, ab.admission)
@@ -166,6 +169,8 @@ func runAB(ctx context.Context, args []string, out *output) error {
 		if err != nil {
 			return err
 		}
+		res.PhaseMS[phase] = ms(time.Since(started))
+		out.printf("  %s: %.0f s (load average %s)\n", phase, res.PhaseMS[phase]/1000, loadAverage())
 	}
 	res.LoadAfter = loadAverage()
 	for _, name := range ab.order {

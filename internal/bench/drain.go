@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +35,12 @@ lua/seckill_grab.lua), so the voucher's stream holds N orders, then starts Servi
 persisted to the last (and from the consumer's start). The raw baseline writes the same rows
 into tb_voucher_order with plain INSERT ... VALUES (...),(...) statements of 500 rows on one
 connection (autocommit), before and after the drain (deleting them after each), and the ratio
-is ours / the mean raw rate. Needs real MySQL and Redis (the embedded default is refused).
+is ours / the mean raw rate. It also counts the Redis commands the consumer sent per batch,
+by name, and the CPU the raw INSERTs and the drain cost per 1 000 rows: MySQL's server process
+(when it runs on this machine and its pid file is readable), Redis's (INFO cpu) and this
+process's: on a busy machine, where the rates move with everything else, these say what the
+rows cost. -cpuprofile profiles this process during the drain. Needs real MySQL and Redis (the
+embedded default is refused).
 Everything the run creates (users, voucher, orders, Redis keys) is deleted at the end.
 `
 
@@ -61,10 +68,64 @@ type DrainResult struct {
 	// name, per batch of Batch orders (the bench's own XLEN polling left out).
 	CommandsPerBatch map[string]float64 `json:"redis_commands_per_batch,omitempty"`
 	CPUProfile       string             `json:"cpu_profile,omitempty"`
-	OrdersInDB       int                `json:"orders_in_db"`
-	StockDB          int                `json:"stock_db"`
-	OK               bool               `json:"ok"`
-	ElapsedMS        float64            `json:"elapsed_ms"`
+	// RawCPU and OursCPU are the CPU the raw INSERTs (before the drain) and the drain took,
+	// in ms per 1 000 rows: what the rows cost the machine, whatever else runs on it.
+	RawCPU     *DrainCPU `json:"raw_cpu_ms_per_1k_rows,omitempty"`
+	OursCPU    *DrainCPU `json:"ours_cpu_ms_per_1k_rows,omitempty"`
+	OrdersInDB int       `json:"orders_in_db"`
+	StockDB    int       `json:"stock_db"`
+	OK         bool      `json:"ok"`
+	ElapsedMS  float64   `json:"elapsed_ms"`
+}
+
+// DrainCPU is CPU time per 1 000 rows: MySQL's server process (when it runs on this machine
+// and says where its pid file is; -1 otherwise), Redis's (INFO cpu, every master) and this
+// process's.
+type DrainCPU struct {
+	MySQL float64 `json:"mysql"`
+	Redis float64 `json:"redis"`
+	Bench float64 `json:"bench_process"`
+}
+
+// cpuClock reads the CPU the three have used so far.
+type cpuClock struct {
+	mysql, redis, self time.Duration
+	mysqlOK            bool
+}
+
+func (d *drain) cpuNow() cpuClock {
+	var c cpuClock
+	if d.mysqlPID == 0 {
+		var pidFile string
+		d.mysqlPID = -1
+		if d.app.DB.SQL.QueryRowContext(d.ctx, "SELECT @@pid_file").Scan(&pidFile) == nil {
+			if b, err := os.ReadFile(pidFile); err == nil {
+				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+					d.mysqlPID = pid
+				}
+			}
+		}
+	}
+	if d.mysqlPID > 0 {
+		c.mysql, c.mysqlOK = procCPU(d.mysqlPID), true
+	}
+	if stats, err := masterStats(d.ctx, d.app.Redis); err == nil {
+		for _, st := range stats {
+			c.redis += time.Duration(st.cpu * float64(time.Second))
+		}
+	}
+	c.self = procCPU(os.Getpid())
+	return c
+}
+
+// perKRows is the CPU used since from, per 1 000 of n rows.
+func (c cpuClock) perKRows(from cpuClock, n int) *DrainCPU {
+	per := func(d time.Duration) float64 { return round3(ms(d) * 1000 / float64(n)) }
+	out := &DrainCPU{MySQL: -1, Redis: per(c.redis - from.redis), Bench: per(c.self - from.self)}
+	if c.mysqlOK {
+		out.MySQL = per(c.mysql - from.mysql)
+	}
+	return out
 }
 
 type drainRow struct {
@@ -87,6 +148,8 @@ type drain struct {
 	vid   int    // the voucher it created (0: none yet)
 	users []int
 	rows  []drainRow
+	// mysqlPID is the database server's process (0: not looked up, -1: not found).
+	mysqlPID int
 }
 
 func runDrain(ctx context.Context, args []string, out *output) error {
@@ -269,9 +332,11 @@ func (d *drain) orderRows() error {
 // database and runs the raw baseline again.
 func (d *drain) measure() error {
 	var err error
+	c0 := d.cpuNow()
 	if d.res.RawBeforeRowsPS, err = d.raw(); err != nil {
 		return err
 	}
+	d.res.RawCPU = d.cpuNow().perKRows(c0, d.n)
 	d.out.printf("  raw 500-row INSERTs (before): %.0f rows/s\n", d.res.RawBeforeRowsPS)
 	if err := d.fill(); err != nil {
 		return err
@@ -368,6 +433,7 @@ func (d *drain) drainStream() error {
 		d.res.CPUProfile = d.prof
 	}
 	cmds.take()
+	c0 := d.cpuNow()
 	t0 := time.Now()
 	go func() { defer close(done); _ = d.svc.RunConsumer(cctx) }()
 	var tFirst, tLast time.Time
@@ -390,6 +456,7 @@ func (d *drain) drainStream() error {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
+	d.res.OursCPU = d.cpuNow().perKRows(c0, d.n)
 	batches := float64(d.n) / float64(d.res.Batch)
 	d.res.CommandsPerBatch = map[string]float64{}
 	for name, k := range cmds.take() {
@@ -427,6 +494,10 @@ func (d *drain) checkPersisted() error {
 		parts[i] = fmt.Sprintf("%s %.2f", n, d.res.CommandsPerBatch[n])
 	}
 	d.out.printf("  Redis commands per batch of %d: %s\n", d.res.Batch, strings.Join(parts, ", "))
+	if r, o := d.res.RawCPU, d.res.OursCPU; r != nil && o != nil {
+		d.out.printf("  CPU ms per 1 000 rows, raw INSERTs / ours: MySQL %.1f / %.1f, Redis %.1f / %.1f, this process %.1f / %.1f\n",
+			r.MySQL, o.MySQL, r.Redis, o.Redis, r.Bench, o.Bench)
+	}
 	return nil
 }
 
