@@ -69,8 +69,8 @@ type ABResult struct {
 	LoadAfter  string     `json:"load_average_after"`
 	BuildMS    float64    `json:"build_ms"`
 	// PhaseMS is how long each phase took, both builds and every round.
-	PhaseMS map[string]float64 `json:"phase_ms"`
-	ElapsedMS  float64    `json:"elapsed_ms"`
+	PhaseMS   map[string]float64 `json:"phase_ms"`
+	ElapsedMS float64            `json:"elapsed_ms"`
 }
 
 // ABFigure is one figure of both builds: each round's value, the medians and their ratio.
