@@ -23,6 +23,19 @@ const (
 	liveVouchers = 8
 )
 
+// grabberAndWorker returns a service that takes the grabs and runs no consumer, one that runs
+// the consumer and takes no grab (two processes of a deployment), both sweeping slowly, and
+// liveVouchers sales on.
+func (e *env) grabberAndWorker() (grabber, worker *seckill.Service, vouchers []int) {
+	grabber = e.service(seckill.Options{SweepRate: slowSweep})
+	worker = e.service(seckill.Options{SweepRate: slowSweep})
+	vouchers = make([]int, liveVouchers)
+	for i := range vouchers {
+		vouchers[i] = e.onSale(grabber, 100)
+	}
+	return grabber, worker, vouchers
+}
+
 // rowWatch notes when each order's row first shows in the database.
 type rowWatch struct {
 	mu   sync.Mutex
@@ -104,12 +117,7 @@ func TestGrabOnlyOrdersArePickedUpAtOnce(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
 		e := newEnv(t, rdb)
 		ctx := context.Background()
-		grabber := e.service(seckill.Options{SweepRate: slowSweep}) // takes the grabs, runs no consumer
-		worker := e.service(seckill.Options{SweepRate: slowSweep})  // runs the consumer, takes no grab
-		vouchers := make([]int, liveVouchers)
-		for i := range vouchers {
-			vouchers[i] = e.onSale(grabber, 100)
-		}
+		grabber, worker, vouchers := e.grabberAndWorker()
 		msgs := listen(t, rdb, seckill.AnnounceChannel(grabber))
 		e.consume(worker)
 		time.Sleep(1500 * time.Millisecond) // the consumer lists the vouchers and starts
@@ -178,12 +186,7 @@ func TestConsumerStartsOnABacklogAtOnce(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
 		e := newEnv(t, rdb)
 		ctx := context.Background()
-		grabber := e.service(seckill.Options{SweepRate: slowSweep})
-		worker := e.service(seckill.Options{SweepRate: slowSweep})
-		vouchers := make([]int, liveVouchers)
-		for i := range vouchers {
-			vouchers[i] = e.onSale(grabber, 100)
-		}
+		grabber, worker, vouchers := e.grabberAndWorker()
 		rows := e.watchRows(vouchers)
 		answered := map[int64]time.Time{}
 		for i, u := range e.users(2 * liveVouchers) {
@@ -272,12 +275,7 @@ func TestResubscribedConsumerSweepsEveryVoucher(t *testing.T) {
 	ctx := context.Background()
 	var full atomic.Int64
 	defer seckill.SetSweepAllHook(func() { full.Add(1) })()
-	grabber := e.service(seckill.Options{SweepRate: slowSweep})
-	worker := e.service(seckill.Options{SweepRate: slowSweep})
-	vouchers := make([]int, liveVouchers)
-	for i := range vouchers {
-		vouchers[i] = e.onSale(grabber, 100)
-	}
+	grabber, worker, vouchers := e.grabberAndWorker()
 	channel := seckill.AnnounceChannel(grabber)
 	subscribers := func() int64 {
 		n, err := rdb.PubSubNumSub(ctx, channel).Result()

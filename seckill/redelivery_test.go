@@ -31,23 +31,8 @@ func TestRedeliveredBatchIsWrittenOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		k := seckill.KeysOf(e.prefix, v)
-		read, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-			Group: "orders", Consumer: "doomed", Streams: []string{k.Orders, ">"}, Count: stock,
-		}).Result()
-		if err != nil || len(read[0].Messages) != stock {
-			t.Fatalf("doomed read: %v %v", read, err)
-		}
-		// Its first batch committed, as the consumer's transaction writes it.
-		for _, m := range read[0].Messages[:committed] {
-			if _, err := e.db.SQL.ExecContext(ctx, "INSERT INTO tb_voucher_order (id, created_at, updated_at, user_id, voucher_id, status, slot) VALUES (?, NOW(), NOW(), ?, ?, 'CREATED', 1)",
-				m.Values["o"], m.Values["u"], v); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := e.db.SQL.ExecContext(ctx, "UPDATE vouchers SET stock = stock - ? WHERE id = ?", committed, v); err != nil {
-			t.Fatal(err)
-		}
+		read := e.readAsDoomed(v, stock)
+		e.commitAsConsumer(v, read[:committed]) // its first batch
 		reg := prometheus.NewRegistry()
 		rescuer := e.service(seckill.Options{ClaimIdle: 300 * time.Millisecond, MaxDeliveries: 2, Registerer: reg})
 		e.consume(rescuer)
@@ -59,8 +44,37 @@ func TestRedeliveredBatchIsWrittenOnce(t *testing.T) {
 		if st.orders != stock || st.failed != 0 || st.dupUsers != 0 || st.dbStock != 0 || st.redisStock != 0 || st.buyers != stock {
 			t.Fatalf("after the redelivery: %+v, want %d orders, none failed, stock 0 in both stores, %d buyers", st, stock, stock)
 		}
-		if n, err := rdb.XLen(ctx, k.Dead).Result(); err != nil || n != 0 {
+		if n, err := rdb.XLen(ctx, seckill.KeysOf(e.prefix, v).Dead).Result(); err != nil || n != 0 {
 			t.Fatalf("%d dead letters (%v)", n, err)
 		}
 	})
+}
+
+// readAsDoomed reads n new entries of v's stream as the consumer "doomed" (which then dies):
+// they stay pending with it.
+func (e *env) readAsDoomed(v, n int) []redis.XMessage {
+	e.t.Helper()
+	read, err := e.rdb.XReadGroup(context.Background(), &redis.XReadGroupArgs{
+		Group: "orders", Consumer: "doomed", Streams: []string{seckill.KeysOf(e.prefix, v).Orders, ">"}, Count: int64(n),
+	}).Result()
+	if err != nil || len(read[0].Messages) != n {
+		e.t.Fatalf("doomed read: %v %v", read, err)
+	}
+	return read[0].Messages
+}
+
+// commitAsConsumer writes the orders of entries as a consumer's transaction does (rows
+// CREATED, the stock decremented), without acknowledging them.
+func (e *env) commitAsConsumer(v int, entries []redis.XMessage) {
+	e.t.Helper()
+	ctx := context.Background()
+	for _, m := range entries {
+		if _, err := e.db.SQL.ExecContext(ctx, "INSERT INTO tb_voucher_order (id, created_at, updated_at, user_id, voucher_id, status, slot) VALUES (?, NOW(), NOW(), ?, ?, 'CREATED', 1)",
+			m.Values["o"], m.Values["u"], v); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if _, err := e.db.SQL.ExecContext(ctx, "UPDATE vouchers SET stock = stock - ? WHERE id = ?", len(entries), v); err != nil {
+		e.t.Fatal(err)
+	}
 }
