@@ -274,7 +274,7 @@ func TestResubscribedConsumerSweepsEveryVoucher(t *testing.T) {
 	e := newEnv(t, rdb)
 	ctx := context.Background()
 	var full atomic.Int64
-	defer seckill.SetSweepAllHook(func() { full.Add(1) })()
+	t.Cleanup(seckill.SetSweepAllHook(func() { full.Add(1) })) // undone after the services stop
 	grabber, worker, vouchers := e.grabberAndWorker()
 	channel := seckill.AnnounceChannel(grabber)
 	subscribers := func() int64 {

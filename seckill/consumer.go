@@ -32,8 +32,9 @@ type consumerOptions struct {
 // with work from a fair queue (ready.go): admission signals each voucher it admits an order
 // for, in process and without a Redis command; processes that admit without a consumer
 // announce their vouchers on a channel (announce.go); and a slow sweep (sweep.go) finds what
-// nothing signalled (an announcement lost, entries of dead consumers to claim). So its Redis connections and goroutines are bounded by Readers whatever the number
-// of live vouchers, and an idle voucher costs one command per sweep cycle. Readers write
+// nothing signalled (an announcement lost, entries of dead consumers to claim). So its Redis
+// connections and goroutines are bounded by Readers whatever the number of live vouchers, and
+// an idle voucher costs one command per sweep cycle. Readers write
 // batches through the order store (persist.go), take over what dead consumers left pending
 // and give up on what keeps failing (claim.go). Redis is brought in line by the settler.
 type consumer struct {

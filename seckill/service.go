@@ -76,8 +76,8 @@ type Options struct {
 	// nothing signalled (orders whose announcement by another process was lost, entries of
 	// dead consumers): it goes round the live vouchers every max(1 s, live/SweepRate). (40)
 	SweepRate int
-	// Block is no longer used: reads do not block (the readers are woken by grabs and the
-	// sweep). Kept so that old configurations compile.
+	// Block is no longer used: reads do not block (the readers are woken by grabs, the
+	// announcements of other processes and the sweep). Kept so that old configurations compile.
 	Block time.Duration
 	// ClaimIdle is how long an entry stays pending with a consumer before another one takes
 	// it over (the consumer is presumed dead). (30 s)
