@@ -30,10 +30,11 @@ type consumerOptions struct {
 
 // consumer persists admitted orders. A fixed set of readers (reader.go) serves the vouchers
 // with work from a fair queue (ready.go): admission signals each voucher it admits an order
-// for, in process and without a Redis command, and a slow sweep (sweep.go) finds what no
-// signal announces here (orders admitted by other processes, entries of dead consumers to
-// claim). So its Redis connections and goroutines are bounded by Readers whatever the number
-// of live vouchers, and an idle voucher costs one command per sweep cycle. Readers write
+// for, in process and without a Redis command; processes that admit without a consumer
+// announce their vouchers on a channel (announce.go); and a slow sweep (sweep.go) finds what
+// nothing signalled (an announcement lost, entries of dead consumers to claim). So its Redis
+// connections and goroutines are bounded by Readers whatever the number of live vouchers, and
+// an idle voucher costs one command per sweep cycle. Readers write
 // batches through the order store (persist.go), take over what dead consumers left pending
 // and give up on what keeps failing (claim.go). Redis is brought in line by the settler.
 type consumer struct {
@@ -45,6 +46,9 @@ type consumer struct {
 	m       *metrics
 	log     *slog.Logger
 	ready   *readyQueue
+	// announce names the channel on which processes without a consumer announce new orders
+	// (announce.go), and this process's id in it.
+	announce *announcer
 	// rebuildStale rebuilds a voucher whose sale state Redis holds from before a restart or
 	// failover (recovery.go).
 	rebuildStale func(ctx context.Context, voucherID int)
@@ -75,8 +79,9 @@ func (c *consumer) run(ctx context.Context) {
 		go func() { defer wg.Done(); c.newReader(ctx).run() }()
 	}
 	sw := newSweeper(c)
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); sw.run(ctx) }()
+	go func() { defer wg.Done(); c.listen(ctx, sw) }()
 	defer wg.Wait()
 	defer c.ready.close()
 

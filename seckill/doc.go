@@ -11,8 +11,9 @@
 //     [StrategySync]): decides grabs. The script's outcomes are named in lua/seckill_grab.go;
 //     every refusal is a [*Refusal] (errors.go).
 //   - the order consumer (consumer.go supervises, ready.go queues the vouchers with work,
-//     reader.go serves them with a fixed set of readers, sweep.go finds the work no local grab
-//     signals, restart.go notices Redis restarts, persist.go writes batches, claim.go takes over and dead-letters, settle.go brings Redis
+//     reader.go serves them with a fixed set of readers, announce.go hears of the orders
+//     admitted by processes without a consumer, sweep.go finds the work nothing signals,
+//     restart.go notices Redis restarts, persist.go writes batches, claim.go takes over and dead-letters, settle.go brings Redis
 //     in line with what the database holds).
 //   - recovery (recovery.go: warm, rebuild, Guard; reconcile.go with reconcile_db.go and
 //     reconcile_redis.go).
@@ -38,8 +39,8 @@
 //
 // [Service.RunConsumer] runs one consumer per process in the group "orders" of every live
 // voucher stream, with Options.Readers goroutines whatever the number of live vouchers (woken
-// by this process's grabs, and by a sweep of the live vouchers at Options.SweepRate commands
-// per second): XREADGROUP in batches, one database transaction per batch (inserts that
+// by this process's grabs, by the announcements of processes that admit orders without a
+// consumer, and by a sweep of the live vouchers at Options.SweepRate commands per second): XREADGROUP in batches, one database transaction per batch (inserts that
 // ignore duplicates, the stock decremented by the rows inserted, guarded by stock >= n), then
 // XACK and removal from the stream (one XTRIM MINID for the settled prefix, XDEL for the rest),
 // so a stream holds exactly the orders not yet in the database. Entries a dead

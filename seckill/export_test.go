@@ -42,3 +42,16 @@ func ToldRemembered(s *Service) int {
 	}
 	return n
 }
+
+// AnnounceChannel is the channel on which s announces new orders while it runs no consumer.
+func AnnounceChannel(s *Service) string { return s.announce.channel }
+
+// AnnounceGap is the least time between two announcements of a process.
+const AnnounceGap = announceGap
+
+// SetSweepAllHook makes the consumers' sweepers call hook whenever they sweep every live
+// voucher at once; it returns the undo.
+func SetSweepAllHook(hook func()) (restore func()) {
+	testHookSweepAll = hook
+	return func() { testHookSweepAll = nil }
+}

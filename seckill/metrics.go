@@ -69,7 +69,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		background: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "surge_seckill_background_errors_total",
-			Help: "Errors of the consumer's background work (listing vouchers, unregistering finished ones, forgetting gone consumers: retried on a later pass; releasing the buyer of a failed borrowed order: logged, the buyer stays until the sale's keys go).",
+			Help: "Errors of the consumer's background work (listing vouchers, unregistering finished ones, forgetting gone consumers: retried on a later pass; releasing the buyer of a failed borrowed order: logged, the buyer stays until the sale's keys go; announcing new orders to the consumers of other processes: the sweep finds them later).",
 		}, []string{"op"}),
 	}
 	m.gangs.WithLabelValues("committed")
@@ -106,8 +106,10 @@ const (
 	opForgetConsumer = "forget_consumer"
 	// the buyer record of a failed order that had borrowed its unit (settle.go)
 	opReleaseBorrower = "release_borrower"
+	// a message telling the consumers of other processes about new orders (announce.go)
+	opAnnounce = "announce"
 )
 
-var backgroundOps = []string{opListVouchers, opUnregister, opListConsumers, opForgetConsumer, opReleaseBorrower}
+var backgroundOps = []string{opListVouchers, opUnregister, opListConsumers, opForgetConsumer, opReleaseBorrower, opAnnounce}
 
 func (m *metrics) grab(outcome string) { m.grabs.WithLabelValues(outcome).Inc() }

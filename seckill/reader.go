@@ -32,8 +32,14 @@ type readResult struct {
 }
 
 // turnBatches is how many batches a reader persists for one voucher before it lets the other
-// vouchers waiting have a turn.
-const turnBatches = 4
+// vouchers waiting have a turn. A voucher no other waits behind keeps its reader for up to
+// turnBatchesAlone batches, the read of each next batch overlapping the write of the last
+// (the last batch of a turn reads nothing ahead); then its turn ends all the same, so that
+// what the sweep asked of it (claims, checks) waits no longer.
+const (
+	turnBatches      = 4
+	turnBatchesAlone = 64
+)
 
 // While this process admits orders (one in the last surgeWindow), a reader reads new entries
 // surgeBatchSize at a time (or BatchSize if smaller), not BatchSize: an XREADGROUP of 500
@@ -111,7 +117,7 @@ func (r *reader) turn(vs *voucherState, wants uint8) bool {
 	if wants&wantForget != 0 {
 		r.c.forgetConsumers(r.ctx, vs.id)
 	}
-	for i := range turnBatches {
+	for i := 0; ; i++ {
 		streams, err := r.next(vs)
 		if r.ctx.Err() != nil {
 			return false
@@ -119,13 +125,16 @@ func (r *reader) turn(vs *voucherState, wants uint8) bool {
 		if err != nil {
 			return r.afterReadError(vs, err)
 		}
-		if !r.persistRead(vs, streams, i < turnBatches-1) {
+		more := i < turnBatches-1 || i < turnBatchesAlone-1 && !r.c.ready.waiting()
+		if !r.persistRead(vs, streams, more) {
 			// A batch not written for an outage is retried at once: the next turn waits for
 			// the database, or for Redis and backs off.
 			return vs.retryOwn
 		}
+		if !more {
+			return true // a full turn: maybe more
+		}
 	}
-	return true // a full turn: maybe more
 }
 
 // recoverOwn writes this consumer's own pending entries if an outage, a failed

@@ -158,6 +158,13 @@ func (q *readyQueue) release(vs *voucherState, more bool) {
 	}
 }
 
+// waiting reports whether a voucher waits for a reader.
+func (q *readyQueue) waiting() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.fifo) > 0
+}
+
 // later signals v after d (a back-off), without a goroutine meanwhile.
 func (q *readyQueue) later(v int, d time.Duration) {
 	time.AfterFunc(d, func() { q.signal(v, 0) })

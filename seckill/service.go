@@ -83,12 +83,12 @@ type Options struct {
 	// number of live vouchers: each voucher with new entries waits its turn in a fair queue.
 	// (16)
 	Readers int
-	// SweepRate bounds the commands per second the consumer spends looking for work that no
-	// grab of this process announced (orders admitted by other processes, entries of dead
-	// consumers): it goes round the live vouchers every max(1 s, live/SweepRate). (40)
+	// SweepRate bounds the commands per second the consumer spends looking for work that
+	// nothing signalled (orders whose announcement by another process was lost, entries of
+	// dead consumers): it goes round the live vouchers every max(1 s, live/SweepRate). (40)
 	SweepRate int
-	// Block is no longer used: reads do not block (the readers are woken by grabs and the
-	// sweep). Kept so that old configurations compile.
+	// Block is no longer used: reads do not block (the readers are woken by grabs, the
+	// announcements of other processes and the sweep). Kept so that old configurations compile.
 	Block time.Duration
 	// ClaimIdle is how long an entry stays pending with a consumer before another one takes
 	// it over (the consumer is presumed dead). (30 s)
@@ -228,6 +228,7 @@ type Service struct {
 	consuming atomic.Bool // a RunConsumer runs
 	db        *ent.Client
 	events    *events
+	announce  *announcer // tells other processes' consumers about new orders while none runs here
 }
 
 // Status is where an order stands.
@@ -269,6 +270,7 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 	}
 	s := &Service{opts: o, rdb: rdb, db: db, bg: newBackground(), m: newMetrics(o.Registerer)}
 	s.events = newEvents(rdb, KeyPrefix(o.Namespace, o.Prefix)+":events", o.Logger.With("component", "seckill"))
+	s.announce = newAnnouncer(rdb, KeyPrefix(o.Namespace, o.Prefix)+":admitted", s.consuming.Load, s.m, o.Logger.With("component", "seckill"))
 	var err error
 	idOpts := []idgen.Option{idgen.WithClock(o.Clock), idgen.WithNamespace(o.Namespace)}
 	if o.EpochStore != nil {
@@ -285,6 +287,7 @@ func New(db *ent.Client, rdb redis.UniversalClient, o Options) (*Service, error)
 	s.assemble(refStore{store}, newReplicaAcks(&o, rdb, newKeyspace(&o), s.m))
 	if o.Strategy == StrategyLua {
 		s.bg.goBackground(s.told.run)
+		s.bg.goBackground(s.announce.run)
 		s.bg.goBackground(func(life context.Context) { s.borrower.run(life, s.admission.counts) })
 	}
 	if o.Registerer != nil {
@@ -315,8 +318,9 @@ func (s *Service) assemble(store orderStore, acks *replicaAcks) {
 	ready := newReadyQueue(keys)
 	ready.close() // until RunConsumer: grabs signal nothing
 	s.admission = &admission{
-		told: s.told, counts: counts, borrow: s.borrower, signal: ready.admitted, acks: acks,
-		opts: o.admission(), rdb: s.rdb, keys: keys, ids: s.ids, store: store, limit: newLimiter(o.RateLimit),
+		told: s.told, counts: counts, borrow: s.borrower, acks: acks,
+		signal: func(ref int, at time.Time) { ready.admitted(ref, at); s.announce.admitted(ref) },
+		opts:   o.admission(), rdb: s.rdb, keys: keys, ids: s.ids, store: store, limit: newLimiter(o.RateLimit),
 		bg: s.bg, m: s.m, log: log, warm: func(ctx context.Context, v int) error { return s.Warm(ctx, v) },
 		sync: &syncGrabber{locks: s.locks, keys: keys, store: store, clock: o.Clock},
 	}
@@ -324,7 +328,7 @@ func (s *Service) assemble(store orderStore, acks *replicaAcks) {
 		s.admission.batch = newBatcher(s.rdb, keys, o.Clock, o.Pipelines, acks)
 	}
 	s.consumer = &consumer{
-		opts: o.consumer(), rdb: s.rdb, keys: keys, store: store, settler: settler, m: s.m, log: log, ready: ready,
+		opts: o.consumer(), rdb: s.rdb, keys: keys, store: store, settler: settler, m: s.m, log: log, ready: ready, announce: s.announce,
 		stale: s.recovery.stale, rebuildStale: s.recovery.rebuildStale, failures: failures,
 	}
 	s.reconcile = &reconciler{
@@ -437,8 +441,9 @@ func (s *Service) WarmAll(ctx context.Context) error {
 }
 
 // RunConsumer persists admitted orders until ctx ends, with Readers goroutines whatever the
-// number of live vouchers: the grabs this process admits wake them (no Redis command), and a
-// sweep of the live vouchers (those whose sale is on or ended less than Linger ago, or whose
+// number of live vouchers: the grabs this process admits wake them (no Redis command), so do
+// the announcements of processes that admit orders without a consumer, and a sweep of the
+// live vouchers (those whose sale is on or ended less than Linger ago, or whose
 // stream still holds orders; listed every second) finds the rest at SweepRate commands per
 // second. Run it in every server process: the readers of all processes share each stream's
 // consumer group, and each process persists first what it admitted. After Redis restarts or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,9 +23,12 @@ type sweeper struct {
 
 	mu     sync.Mutex
 	live   []int
+	listed bool // setLive was called
 	cursor int
 	carry  float64
 	forgot map[int]time.Time // when the sweep last asked for a voucher's consumers to be forgotten
+	// all asks for a sweep of every live voucher at once (sweepAll).
+	all chan struct{}
 }
 
 // sweepTick is how often the sweeper sends a slice; sweepMinCycle the shortest time it takes
@@ -44,12 +48,19 @@ func (s *sweeper) forgetEvery() time.Duration {
 	return min(maxForgetEvery, forgetConsumersIdle*s.c.opts.claimIdle)
 }
 
-func newSweeper(c *consumer) *sweeper { return &sweeper{c: c, forgot: map[int]time.Time{}} }
+func newSweeper(c *consumer) *sweeper {
+	return &sweeper{c: c, forgot: map[int]time.Time{}, all: make(chan struct{}, 1)}
+}
 
-// setLive gives the sweeper the live vouchers.
+// setLive gives the sweeper the live vouchers. The first list is swept at once, whole: a
+// consumer that starts on a backlog reads it without waiting for a sweep round.
 func (s *sweeper) setLive(live []int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.listed {
+		s.listed = true
+		s.sweepAll()
+	}
 	s.live = live
 	keep := make(map[int]time.Time, len(live))
 	now, every := time.Now(), s.forgetEvery()
@@ -63,7 +74,22 @@ func (s *sweeper) setLive(live []int) {
 	s.forgot = keep
 }
 
-// run sweeps a slice every sweepTick until ctx ends.
+// sweepAll asks for a sweep of every live voucher at once: at the start, and when the
+// consumer (re)subscribes to the announcements (those published meanwhile are lost).
+func (s *sweeper) sweepAll() {
+	select {
+	case s.all <- struct{}{}:
+	default:
+	}
+}
+
+// testHookSweepAll, set by tests only, runs at each sweep of every live voucher.
+var testHookSweepAll func()
+
+// sweepAllChunk bounds the commands of one pipeline of a sweep of every live voucher.
+const sweepAllChunk = 1000
+
+// run sweeps a slice every sweepTick, and every live voucher when asked, until ctx ends.
 func (s *sweeper) run(ctx context.Context) {
 	tick := time.NewTicker(sweepTick)
 	defer tick.Stop()
@@ -74,6 +100,16 @@ func (s *sweeper) run(ctx context.Context) {
 		case <-tick.C:
 			if slice := s.next(); len(slice) > 0 {
 				s.sweep(ctx, slice)
+			}
+		case <-s.all:
+			if testHookSweepAll != nil {
+				testHookSweepAll()
+			}
+			s.mu.Lock()
+			live := s.live
+			s.mu.Unlock()
+			for chunk := range slices.Chunk(live, sweepAllChunk) {
+				s.sweep(ctx, chunk)
 			}
 		}
 	}

@@ -11,6 +11,7 @@
 //	http               open-loop (constant-rate) grabs against servers and the floors: latency tail and curve
 //	drain              the order stream consumer into MySQL next to raw multi-value INSERTs
 //	subscriptions      live updates: N order + M stock watchers over graphql-transport-ws, idle cost and latency
+//	ab                 two builds side by side (REF and the work tree): the headline ratios, interleaved
 //
 // seckill and drain take the server's configuration (app.ConfigFlags: SURGE_REDIS_ADDRS,
 // SURGE_MYSQL_DSN, SURGE_NAMESPACE, ... and the same flags) instead of -redis-addrs alone.
@@ -38,6 +39,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -74,6 +76,7 @@ var scenarios = []scenario{
 	{name: "http", help: "open-loop constant-rate grabs against any server URL (and the floors): p50/p99/p99.9/max per rate, latency curve, vs vegeta", run: runHTTP},
 	{name: "subscriptions", help: "orderStatus + voucherStock watchers over graphql-transport-ws: idle Redis/SQL/CPU/RSS/goroutines, CREATED and stock latency", run: runSubscriptions},
 	{name: "drain", help: "order stream consumer into MySQL (rows/s) next to raw 500-row multi-value INSERTs of the same rows", run: runDrain},
+	{name: "ab", help: "two builds side by side: builds REF and the work tree, runs admission, drain and grabs vs floor2 interleaved, N rounds; medians and ratios", run: runAB},
 	{name: workerScenario, run: runStampedeWorker, hidden: true},
 	{name: floorScenario, run: runFloorServe, hidden: true},
 }
@@ -170,6 +173,58 @@ func runID() string {
 
 // ms converts a duration to fractional milliseconds, rounded to the microsecond.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// startCPUProfile profiles this process into the file at path until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}
+
+// nameCounter is a go-redis hook counting the commands a client sends by name (each command of
+// a pipeline; EVALSHA by its script's SHA's start).
+type nameCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *nameCounter) note(cmds ...redis.Cmder) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	for _, cmd := range cmds {
+		name := cmd.FullName()
+		if sha, ok := cmd.Args()[min(1, len(cmd.Args())-1)].(string); name == "evalsha" && ok {
+			name += " " + sha[:min(8, len(sha))]
+		}
+		c.n[name]++
+	}
+}
+
+// take returns the counts so far and starts again from zero.
+func (c *nameCounter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = nil
+	return n
+}
+
+func (c *nameCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *nameCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.note(cmd); return next(ctx, cmd) }
+}
+func (c *nameCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.note(cmds...); return next(ctx, cmds) }
+}
 
 // dist summarises a sample of durations.
 type dist struct {

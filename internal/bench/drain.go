@@ -6,7 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,7 +35,12 @@ lua/seckill_grab.lua), so the voucher's stream holds N orders, then starts Servi
 persisted to the last (and from the consumer's start). The raw baseline writes the same rows
 into tb_voucher_order with plain INSERT ... VALUES (...),(...) statements of 500 rows on one
 connection (autocommit), before and after the drain (deleting them after each), and the ratio
-is ours / the mean raw rate. Needs real MySQL and Redis (the embedded default is refused).
+is ours / the mean raw rate. It also counts the Redis commands the consumer sent per batch,
+by name, and the CPU the raw INSERTs and the drain cost per 1 000 rows: MySQL's server process
+(when it runs on this machine and its pid file is readable), Redis's (INFO cpu) and this
+process's: on a busy machine, where the rates move with everything else, these say what the
+rows cost. -cpuprofile profiles this process during the drain. Needs real MySQL and Redis (the
+embedded default is refused).
 Everything the run creates (users, voucher, orders, Redis keys) is deleted at the end.
 `
 
@@ -55,10 +64,68 @@ type DrainResult struct {
 	RawAfterRowsPS   float64 `json:"raw_rows_per_s_after"`
 	RawRowsPerS      float64 `json:"raw_rows_per_s"`
 	Ratio            float64 `json:"ratio_ours_vs_raw"`
-	OrdersInDB       int     `json:"orders_in_db"`
-	StockDB          int     `json:"stock_db"`
-	OK               bool    `json:"ok"`
-	ElapsedMS        float64 `json:"elapsed_ms"`
+	// CommandsPerBatch is the Redis commands the process sent while the consumer drained, by
+	// name, per batch of Batch orders (the bench's own XLEN polling left out).
+	CommandsPerBatch map[string]float64 `json:"redis_commands_per_batch,omitempty"`
+	CPUProfile       string             `json:"cpu_profile,omitempty"`
+	// RawCPU and OursCPU are the CPU the raw INSERTs (before the drain) and the drain took,
+	// in ms per 1 000 rows: what the rows cost the machine, whatever else runs on it.
+	RawCPU     *DrainCPU `json:"raw_cpu_ms_per_1k_rows,omitempty"`
+	OursCPU    *DrainCPU `json:"ours_cpu_ms_per_1k_rows,omitempty"`
+	OrdersInDB int       `json:"orders_in_db"`
+	StockDB    int       `json:"stock_db"`
+	OK         bool      `json:"ok"`
+	ElapsedMS  float64   `json:"elapsed_ms"`
+}
+
+// DrainCPU is CPU time per 1 000 rows: MySQL's server process (when it runs on this machine
+// and says where its pid file is; -1 otherwise), Redis's (INFO cpu, every master) and this
+// process's.
+type DrainCPU struct {
+	MySQL float64 `json:"mysql"`
+	Redis float64 `json:"redis"`
+	Bench float64 `json:"bench_process"`
+}
+
+// cpuClock reads the CPU the three have used so far.
+type cpuClock struct {
+	mysql, redis, self time.Duration
+	mysqlOK            bool
+}
+
+func (d *drain) cpuNow() cpuClock {
+	var c cpuClock
+	if d.mysqlPID == 0 {
+		var pidFile string
+		d.mysqlPID = -1
+		if d.app.DB.SQL.QueryRowContext(d.ctx, "SELECT @@pid_file").Scan(&pidFile) == nil {
+			if b, err := os.ReadFile(pidFile); err == nil {
+				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+					d.mysqlPID = pid
+				}
+			}
+		}
+	}
+	if d.mysqlPID > 0 {
+		c.mysql, c.mysqlOK = procCPU(d.mysqlPID), true
+	}
+	if stats, err := masterStats(d.ctx, d.app.Redis); err == nil {
+		for _, st := range stats {
+			c.redis += time.Duration(st.cpu * float64(time.Second))
+		}
+	}
+	c.self = procCPU(os.Getpid())
+	return c
+}
+
+// perKRows is the CPU used since from, per 1 000 of n rows.
+func (c cpuClock) perKRows(from cpuClock, n int) *DrainCPU {
+	per := func(d time.Duration) float64 { return round3(ms(d) * 1000 / float64(n)) }
+	out := &DrainCPU{MySQL: -1, Redis: per(c.redis - from.redis), Bench: per(c.self - from.self)}
+	if c.mysqlOK {
+		out.MySQL = per(c.mysql - from.mysql)
+	}
+	return out
 }
 
 type drainRow struct {
@@ -71,6 +138,7 @@ type drainRow struct {
 type drain struct {
 	ctx   context.Context
 	cfg   app.Config
+	prof  string // -cpuprofile
 	app   *app.App
 	svc   *seckill.Service
 	out   *output
@@ -80,17 +148,19 @@ type drain struct {
 	vid   int    // the voucher it created (0: none yet)
 	users []int
 	rows  []drainRow
+	// mysqlPID is the database server's process (0: not looked up, -1: not found).
+	mysqlPID int
 }
 
 func runDrain(ctx context.Context, args []string, out *output) error {
-	cfg, n, timeout, err := drainFlags(args, out)
+	cfg, n, timeout, prof, err := drainFlags(args, out)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	began := time.Now()
-	d := &drain{ctx: ctx, cfg: cfg, out: out, n: n}
+	d := &drain{ctx: ctx, cfg: cfg, out: out, n: n, prof: prof}
 	d.res = DrainResult{Scenario: "drain", Redis: strings.Join(cfg.RedisAddrs, ","), Run: runID(), Namespace: cfg.Namespace, Orders: n}
 	closeAll, err := d.open()
 	if err != nil {
@@ -117,7 +187,7 @@ func runDrain(ctx context.Context, args []string, out *output) error {
 }
 
 // drainFlags parses the scenario's flags and checks the configuration.
-func drainFlags(args []string, out *output) (app.Config, int, time.Duration, error) {
+func drainFlags(args []string, out *output) (cfg app.Config, n int, timeout time.Duration, prof string, err error) {
 	fs := flag.NewFlagSet("surge bench drain", flag.ContinueOnError)
 	fs.SetOutput(out.errw)
 	fs.Usage = func() {
@@ -125,25 +195,26 @@ func drainFlags(args []string, out *output) (app.Config, int, time.Duration, err
 		fs.PrintDefaults()
 	}
 	build := app.ConfigFlags(fs, nil)
-	n := fs.Int("orders", 50_000, "orders to queue and drain")
-	timeout := fs.Duration("timeout", 10*time.Minute, "bound on the whole run")
+	fs.IntVar(&n, "orders", 50_000, "orders to queue and drain")
+	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "bound on the whole run")
+	fs.StringVar(&prof, "cpuprofile", "", "write a CPU profile of this process while the consumer drains to this file")
 	jsonOnly := fs.Bool("json-only", false, "print only the final JSON line")
 	if err := fs.Parse(args); err != nil {
-		return app.Config{}, 0, 0, err
+		return app.Config{}, 0, 0, "", err
 	}
 	out.jsonOnly = *jsonOnly
-	cfg, err := build()
+	cfg, err = build()
 	switch {
 	case err != nil:
-		return cfg, 0, 0, err
+		return cfg, 0, 0, "", err
 	case cfg.MySQLDSN == "" || len(cfg.RedisAddrs) == 0:
-		return cfg, 0, 0, errors.New("bench drain: needs real MySQL and Redis (set SURGE_MYSQL_DSN and SURGE_REDIS_ADDRS, or -mysql-dsn and -redis-addrs); it measures MySQL writes, which the embedded SQLite default does not represent")
+		return cfg, 0, 0, "", errors.New("bench drain: needs real MySQL and Redis (set SURGE_MYSQL_DSN and SURGE_REDIS_ADDRS, or -mysql-dsn and -redis-addrs); it measures MySQL writes, which the embedded SQLite default does not represent")
 	case cfg.SeckillStrategy != "lua":
-		return cfg, 0, 0, errors.New("bench drain: the sync strategy has no order stream")
-	case *n < 1 || *n > 1_000_000:
-		return cfg, 0, 0, errors.New("bench drain: -orders in [1, 1000000]")
+		return cfg, 0, 0, "", errors.New("bench drain: the sync strategy has no order stream")
+	case n < 1 || n > 1_000_000:
+		return cfg, 0, 0, "", errors.New("bench drain: -orders in [1, 1000000]")
 	}
-	return cfg, *n, *timeout, nil
+	return cfg, n, timeout, prof, nil
 }
 
 // open starts the app (no consumer of its own) and a seckill service without a rate limit.
@@ -261,9 +332,11 @@ func (d *drain) orderRows() error {
 // database and runs the raw baseline again.
 func (d *drain) measure() error {
 	var err error
+	c0 := d.cpuNow()
 	if d.res.RawBeforeRowsPS, err = d.raw(); err != nil {
 		return err
 	}
+	d.res.RawCPU = d.cpuNow().perKRows(c0, d.n)
 	d.out.printf("  raw 500-row INSERTs (before): %.0f rows/s\n", d.res.RawBeforeRowsPS)
 	if err := d.fill(); err != nil {
 		return err
@@ -346,6 +419,21 @@ func (d *drain) drainStream() error {
 	cctx, stop := context.WithCancel(d.ctx)
 	done := make(chan struct{})
 	defer func() { stop(); <-done }()
+	cmds := &nameCounter{}
+	d.app.Redis.AddHook(cmds)
+	if sc := d.app.StreamClient(); sc != nil && sc != d.app.Redis {
+		sc.AddHook(cmds)
+	}
+	if d.prof != "" {
+		stopProfile, err := startCPUProfile(d.prof)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+		d.res.CPUProfile = d.prof
+	}
+	cmds.take()
+	c0 := d.cpuNow()
 	t0 := time.Now()
 	go func() { defer close(done); _ = d.svc.RunConsumer(cctx) }()
 	var tFirst, tLast time.Time
@@ -366,6 +454,14 @@ func (d *drain) drainStream() error {
 			return fmt.Errorf("bench drain: %d orders still queued: %w", l, d.ctx.Err())
 		default:
 			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	d.res.OursCPU = d.cpuNow().perKRows(c0, d.n)
+	batches := float64(d.n) / float64(d.res.Batch)
+	d.res.CommandsPerBatch = map[string]float64{}
+	for name, k := range cmds.take() {
+		if name != "xlen" { // the polling below, on the same client
+			d.res.CommandsPerBatch[name] = round3(float64(k) / batches)
 		}
 	}
 	d.res.DrainMS = ms(tLast.Sub(t0))
@@ -392,6 +488,16 @@ func (d *drain) checkPersisted() error {
 	d.res.OK = d.res.OrdersInDB == d.n && d.res.StockDB == 0
 	d.out.printf("  consumer drained %d orders in %.0f ms: %.0f rows/s first to last persisted (%.0f from its start)\n",
 		d.n, d.res.DrainMS, d.res.OursRowsPerS, d.res.OursFromStartRPS)
+	names := slices.Sorted(maps.Keys(d.res.CommandsPerBatch))
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %.2f", n, d.res.CommandsPerBatch[n])
+	}
+	d.out.printf("  Redis commands per batch of %d: %s\n", d.res.Batch, strings.Join(parts, ", "))
+	if r, o := d.res.RawCPU, d.res.OursCPU; r != nil && o != nil {
+		d.out.printf("  CPU ms per 1 000 rows, raw INSERTs / ours: MySQL %.1f / %.1f, Redis %.1f / %.1f, this process %.1f / %.1f\n",
+			r.MySQL, o.MySQL, r.Redis, o.Redis, r.Bench, o.Bench)
+	}
 	return nil
 }
 

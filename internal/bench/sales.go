@@ -43,7 +43,10 @@ and buyers agree, no user with two live orders) and measures the idle cost again
 
 With -servers N (1..8) it builds N apps in this process on the same Redis, MySQL and namespace,
 like N servers of one deployment, each with its own Redis clients, database pool and consumer;
-setup and verification go through the first, grabs go round-robin over all N. Redis commands
+setup and verification go through the first, grabs go round-robin over all N. With
+-consumer-only K (1..N-1) the last K apps run the consumer and take no grab, the others take
+every grab and run no consumer: API servers in front of dedicated order workers, where the
+lag is how soon a consumer in another process hears of the new orders. Redis commands
 and connections are summed over the N apps (per_server lists each app's); goroutines, file
 descriptors and RSS are the whole process's. An HTTP mode against servers is not written yet.
 
@@ -61,6 +64,9 @@ type SalesResult struct {
 	Concurrency int    `json:"concurrency"`
 	Readers     int    `json:"readers"`
 	Servers     int    `json:"servers"`
+	// ConsumerOnly is how many of the servers run the consumer and take no grab (the others
+	// take the grabs and run no consumer); 0: every server does both.
+	ConsumerOnly int `json:"consumer_only,omitempty"`
 
 	Idle        SalesCost `json:"idle_before"`
 	IdleAfter   SalesCost `json:"idle_after"`
@@ -104,6 +110,7 @@ type SalesCost struct {
 
 type salesOpts struct {
 	vouchers, users, stock, concurrency, servers int
+	consumerOnly                                 int
 	timeout, drainTimeout, idleFor               time.Duration
 }
 
@@ -116,6 +123,7 @@ func runSales(ctx context.Context, args []string, out *output) error {
 	inprocess := fs.Bool("inprocess", false, "run the service in this process (the only mode so far)")
 	fs.IntVar(&o.vouchers, "vouchers", 100, "sales live at once")
 	fs.IntVar(&o.servers, "servers", 1, "apps in this process sharing Redis, MySQL and namespace, like servers of one deployment (1..8)")
+	fs.IntVar(&o.consumerOnly, "consumer-only", 0, "with -servers N: the last K servers run the consumer and take no grab, the others take every grab and run no consumer")
 	fs.IntVar(&o.users, "users", 20, "users; each grabs every voucher once")
 	fs.IntVar(&o.stock, "stock", -1, "units per voucher; -1 = users")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "grabs in flight at once")
@@ -138,6 +146,8 @@ func runSales(ctx context.Context, args []string, out *output) error {
 		return errors.New("bench sales: -vouchers in [1, 100000], -users in [1, 1000000]")
 	case o.servers < 1 || o.servers > 8:
 		return errors.New("bench sales: -servers in [1, 8]")
+	case o.consumerOnly < 0 || o.consumerOnly > 0 && o.consumerOnly >= o.servers:
+		return errors.New("bench sales: -consumer-only in [0, -servers - 1]: at least one server takes the grabs")
 	case len(cfg.RedisAddrs) == 0 || cfg.MySQLDSN == "":
 		return errors.New("bench sales: needs a real Redis and MySQL (-redis-addrs, -mysql-dsn)")
 	}
@@ -159,7 +169,7 @@ func runSales(ctx context.Context, args []string, out *output) error {
 	}
 	a := apps[0] // setup, polling and verification
 	res := &SalesResult{Scenario: "sales", Vouchers: o.vouchers, Users: o.users, Stock: o.stock, Concurrency: o.concurrency,
-		Readers: cfg.SeckillReaders, Servers: o.servers, ConsumerCmd: "commands of the server's Redis clients (main and stream pools) while no grab runs"}
+		Readers: cfg.SeckillReaders, Servers: o.servers, ConsumerOnly: o.consumerOnly, ConsumerCmd: "commands of the server's Redis clients (main and stream pools) while no grab runs"}
 	if o.servers > 1 {
 		res.ConsumerCmd = fmt.Sprintf("commands of the %d servers' Redis clients (main and stream pools), summed, while no grab runs", o.servers)
 		res.PerServer = make([]SalesServer, o.servers)
@@ -169,6 +179,9 @@ func runSales(ctx context.Context, args []string, out *output) error {
 		o.vouchers, o.users, o.stock, o.concurrency, cfg.SeckillReaders, res.Redis)
 	if o.servers > 1 {
 		out.printf("  %d servers in this process (goroutines, fds and RSS are the whole process's)\n", o.servers)
+	}
+	if o.consumerOnly > 0 {
+		out.printf("  %d take every grab and run no consumer; %d run the consumer and take no grab\n", o.servers-o.consumerOnly, o.consumerOnly)
 	}
 
 	users, vouchers, err := salesSetup(ctx, a, o)
@@ -187,7 +200,7 @@ func runSales(ctx context.Context, args []string, out *output) error {
 	}
 	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	var consumers sync.WaitGroup
-	for _, x := range apps {
+	for _, x := range consuming(apps, o) {
 		consumers.Go(func() { _ = x.Seckill.RunConsumer(cctx) })
 	}
 	defer func() { stop(); consumers.Wait() }()
@@ -308,10 +321,26 @@ func salesCleanup(ctx context.Context, a *app.App, cfg app.Config, vouchers []in
 	}
 }
 
-// salesFire grabs every voucher for every user, job i through apps[i % len(apps)], and returns
-// the per-voucher persistence lag.
+// consuming are the apps that run a consumer; grabbing those that take the grabs.
+func consuming(apps []*app.App, o salesOpts) []*app.App {
+	if o.consumerOnly == 0 {
+		return apps
+	}
+	return apps[len(apps)-o.consumerOnly:]
+}
+
+func grabbing(apps []*app.App, o salesOpts) []*app.App {
+	if o.consumerOnly == 0 {
+		return apps
+	}
+	return apps[:len(apps)-o.consumerOnly]
+}
+
+// salesFire grabs every voucher for every user, job i through the i % n-th of the n apps that
+// take grabs, and returns the per-voucher persistence lag.
 func salesFire(ctx context.Context, apps []*app.App, o salesOpts, users, vouchers []int, res *SalesResult) LatencyMS {
 	a := apps[0]
+	grabbers := grabbing(apps, o)
 	n := len(vouchers)
 	last := make([]atomic.Int64, n)
 	unanswered := make([]atomic.Int64, n) // grabs still to answer, per voucher
@@ -400,7 +429,7 @@ func salesFire(ctx context.Context, apps []*app.App, o salesOpts, users, voucher
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(len(jobs)) && ctx.Err() == nil; i = next.Add(1) - 1 {
 				j := jobs[i]
-				_, err := apps[i%int64(len(apps))].Seckill.Grab(ctx, j.u, vouchers[j.v])
+				_, err := grabbers[i%int64(len(grabbers))].Seckill.Grab(ctx, j.u, vouchers[j.v])
 				grabs.Add(1)
 				switch {
 				case err == nil:

@@ -77,3 +77,31 @@ func TestSalesBenchServers(t *testing.T) {
 		t.Fatalf("%d servers persisted orders (%v in all, want ≥ 300), idle commands/s %v: %v", persisting, sum, idle, per)
 	}
 }
+
+// TestSalesBenchConsumerOnly: with -servers 2 -consumer-only 1 the first app takes every grab
+// and runs no consumer, the second runs the consumer and takes no grab: every order is
+// persisted by the second, each sale exact, and each voucher's lag is measured.
+func TestSalesBenchConsumerOnly(t *testing.T) {
+	clearSurgeEnv(t)
+	rdb := testenv.Redis(t)
+	ns := namespace(t, rdb)
+	t.Cleanup(func() { deletePattern(t, rdb, ns+":*") })
+	err, res, _ := runErr(t, "sales", "-inprocess", "-servers", "2", "-consumer-only", "1", "-vouchers", "30", "-users", "3",
+		"-idle", "1s", "-seckill-readers", "4", "-redis-addrs", testenv.RedisAddr(), "-mysql-dsn", testenv.MySQL(t), "-namespace", ns, "-json-only")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res["ok"] != true || res["consumer_only"] != float64(1) || res["admitted"] != float64(90) || res["undrained"] != float64(0) {
+		t.Fatalf("result: %v", res)
+	}
+	per, _ := res["per_server"].([]any)
+	if len(per) != 2 {
+		t.Fatalf("per_server: %v", res["per_server"])
+	}
+	if grabber, worker := per[0].(map[string]any)["orders_persisted"], per[1].(map[string]any)["orders_persisted"]; grabber != float64(0) || worker.(float64) < 90 {
+		t.Fatalf("orders persisted by the grab-only server %v, by the consumer-only one %v; want 0 and 90", grabber, worker)
+	}
+	if lag := sub(t, res, "persistence_lag_ms"); lag["n"] != float64(30) || lag["p99"].(float64) > 3000 {
+		t.Fatalf("lag: %v (want p99 ≤ 3 s)", lag)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -370,15 +369,10 @@ func runSale(ctx context.Context, tg seckillTarget, st *stateAccess, cfg app.Con
 
 	var stopProfile func()
 	if o.cpuprofile != "" && first {
-		f, err := os.Create(o.cpuprofile)
-		if err != nil {
+		var err error
+		if stopProfile, err = startCPUProfile(o.cpuprofile); err != nil {
 			return nil, err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
 	}
 	ld := fire(ctx, tg, users, vid, o, out)
 	if stopProfile != nil {

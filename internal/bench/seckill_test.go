@@ -528,6 +528,15 @@ func TestDrain(t *testing.T) {
 			if res["ok"] != true || num(t, res, "orders_in_db") != 2000 || num(t, res, "stock_db") != 0 || num(t, res, "batch") != 500 {
 				t.Errorf("result %v", res)
 			}
+			// 4 batches of 500: one read and one pending check each (a read that finds the
+			// stream empty may follow).
+			perBatch := sub(t, res, "redis_commands_per_batch")
+			if r, p := perBatch["xreadgroup"], perBatch["xpending"]; r == nil || p == nil || r.(float64) < 1 || r.(float64) > 2 || p.(float64) < 1 || p.(float64) > 2 {
+				t.Errorf("Redis commands per batch: %v", perBatch)
+			}
+			if cpu := sub(t, res, "ours_cpu_ms_per_1k_rows"); cpu["redis"].(float64) <= 0 || cpu["bench_process"].(float64) <= 0 {
+				t.Errorf("CPU per 1 000 rows: %v", cpu)
+			}
 			noKeysLeft(t, rdb, pfx+":seckill:*")
 			noKeysLeft(t, rdb, pfx+":lock:*")
 		})

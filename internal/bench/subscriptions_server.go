@@ -83,8 +83,20 @@ func startServerProcess(ctx context.Context, config []string, conns int, out *ou
 	args := append([]string{"serve"}, config...)
 	args = append(args, "-addr=127.0.0.1:0", "-admin-addr=", "-mode=dev", "-seed=false", "-seckill-consumer=false",
 		"-seckill-rate=-1", "-ws-max-connections-per-ip="+strconv.Itoa(conns+10), "-log-level=warn")
+	srv, err := startServe(ctx, exe, args, nil, out.errw)
+	if err != nil {
+		return nil, fmt.Errorf("bench subscriptions: %w", err)
+	}
+	return srv, nil
+}
+
+// startServe runs exe with args (a `surge serve` that listens on 127.0.0.1:0; env nil: this
+// process's environment) and returns once it says where it listens; stop sends SIGTERM and
+// waits for it to exit (kills it after 15 s).
+func startServe(ctx context.Context, exe string, args, env []string, stderr io.Writer) (*benchServer, error) {
 	cmd := exec.Command(exe, args...)
-	cmd.Stderr = out.errw
+	cmd.Env = env
+	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -118,12 +130,12 @@ func startServerProcess(ctx context.Context, config []string, conns int, out *ou
 	case base := <-found:
 		return &benchServer{base: base, pid: cmd.Process.Pid, stop: stop}, nil
 	case <-exited:
-		return nil, errors.New("bench subscriptions: the server process exited before listening (its log above)")
+		return nil, errors.New("the server process exited before listening (see its log)")
 	case <-time.After(time.Minute):
 	case <-ctx.Done():
 	}
 	stop()
-	return nil, errors.New("bench subscriptions: the server process did not start listening in time")
+	return nil, errors.New("the server process did not start listening in time")
 }
 
 // procCPU is a process's user + system CPU time so far (/proc/<pid>/stat, in clock ticks of
