@@ -193,7 +193,7 @@ func TestHTTPBench(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "curve.svg")
 	const users = 100
 	err, res, _ := runErr(t, "http", "-target", "surge="+srv.URL, "-floors", "-redis-addrs", testenv.RedisAddr(), "-namespace", pfx,
-		"-admin-phone", admin, "-users", fmt.Sprint(users), "-rates", "100,300", "-duration", "1500ms", "-max-in-flight", "200",
+		"-admin-phone", admin, "-users", fmt.Sprint(users), "-rates", "50,150", "-duration", "1500ms", "-max-in-flight", "200",
 		"-p99-max", "5s", "-svg", svg)
 	if err != nil {
 		t.Fatal(err)
@@ -216,16 +216,22 @@ func TestHTTPBench(t *testing.T) {
 		}
 		for j, s := range tg["steps"].([]any) {
 			st := s.(map[string]any)
-			rate := []float64{100, 300}[j]
+			rate := []float64{50, 150}[j] // low: under -race, beside other packages' tests, 300/s saturated the server
 			sent := num(t, st, "sent")
 			if num(t, st, "rate") != rate || num(t, st, "scheduled") != rate*1.5 || sent != rate*1.5 || num(t, st, "not_sent") != 0 {
 				t.Errorf("%s at %v/s: %v", want, rate, st)
 			}
-			// The schedule held: requests went out at the rate offered. Answers per second
-			// (to the last answer) only roughly: one slow last answer on a busy machine
-			// stretches the step.
-			if sr := num(t, st, "sent_rps"); sr < 0.8*rate || sr > 1.2*rate {
-				t.Errorf("%s at %v/s: sent at %v/s, want within 20 %%", want, rate, sr)
+			// The schedule held: requests went out at the rate offered, late only by the lag
+			// the step reports (a stall of the machine delays the sender too, and the open
+			// loop counts each request's latency from its due time). Answers per second (to
+			// the last answer) only roughly: one slow last answer on a busy machine stretches
+			// the step.
+			lag := num(t, st, "max_send_lag_ms") / 1000
+			if sr := num(t, st, "sent_rps"); sr < 0.8*sent/(1.5+lag) || sr > 1.2*rate {
+				t.Errorf("%s at %v/s: sent at %v/s with a send lag of %.3f s, want within 20 %% of the rate over 1.5 s + the lag", want, rate, sr, lag)
+			}
+			if lat, fromSend := sub(t, st, "latency_ms"), sub(t, st, "latency_from_send_ms"); num(t, lat, "max") < num(t, fromSend, "max") {
+				t.Errorf("%s at %v/s: latency from the due time %v below latency from the send %v", want, rate, lat, fromSend)
 			}
 			if thr := num(t, st, "throughput_rps"); thr < 0.5*rate || thr > 1.2*rate {
 				t.Errorf("%s at %v/s: %v answers/s, want 0.5-1.2× the rate", want, rate, thr)
@@ -249,8 +255,8 @@ func TestHTTPBench(t *testing.T) {
 				t.Errorf("%s at %v/s: no p99 ratio to floor2", want, rate)
 			}
 		}
-		if num(t, tg, "max_rate_p99_ok") != 300 {
-			t.Errorf("%s: max_rate_p99_ok %v, want 300 (p99 bound 5 s)", want, tg["max_rate_p99_ok"])
+		if num(t, tg, "max_rate_p99_ok") != 150 {
+			t.Errorf("%s: max_rate_p99_ok %v, want 150 (p99 bound 5 s)", want, tg["max_rate_p99_ok"])
 		}
 	}
 	b, err := os.ReadFile(svg)
