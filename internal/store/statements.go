@@ -164,8 +164,9 @@ func (c *boundedConn) ExecContext(ctx context.Context, query string, args []driv
 	return c.mysqlConn.ExecContext(ctx, c.limited(ctx, query), args)
 }
 
-// PrepareContext is where statements with arguments go (the driver skips QueryContext and
-// ExecContext for them): the limit is part of the statement prepared for this one call.
+// PrepareContext is where statements with arguments go when the DSN turns interpolateParams
+// off (the driver skips QueryContext and ExecContext for them): the limit is part of the
+// statement prepared for this one call.
 func (c *boundedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	return c.mysqlConn.PrepareContext(ctx, c.limited(ctx, query))
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,4 +178,54 @@ func randomName() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Arguments are interpolated by the driver: a statement with arguments is one round trip (no
+// server-side prepare), and what it sends comes back byte for byte. A DSN that turns
+// interpolateParams off gets prepared statements.
+func TestStatementArgumentsAreInterpolated(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	prepares := func(t *testing.T, dsn string) int {
+		db := mustOpen(t)(store.OpenMySQL(dsn))
+		db.SetMaxConns(1)
+		ctx := context.Background()
+		conn, err := db.SQL.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		count := func() int {
+			var name string
+			var n int
+			if err := conn.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Com_stmt_prepare'").Scan(&name, &n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		before := count()
+		tricky := "it's \\ \"quoted\" \x00 ü 漢字 😀 ' OR '1'='1"
+		var back string
+		var when time.Time
+		at := time.Date(2026, 11, 28, 9, 42, 22, 0, time.UTC)
+		if err := conn.QueryRowContext(ctx, "SELECT ?, CAST(? AS DATETIME)", tricky, at).Scan(&back, &when); err != nil {
+			t.Fatal(err)
+		}
+		if back != tricky {
+			t.Fatalf("sent %q, read back %q", tricky, back)
+		}
+		if !when.Equal(at) {
+			t.Fatalf("sent %v, read back %v", at, when)
+		}
+		return count() - before
+	}
+	if n := prepares(t, dsn); n != 0 {
+		t.Errorf("a statement with arguments prepared %d statements on the server, want 0 (interpolated)", n)
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	if n := prepares(t, dsn+sep+"interpolateParams=false"); n != 1 {
+		t.Errorf("with interpolateParams=false: %d statements prepared, want 1", n)
+	}
 }
