@@ -52,6 +52,31 @@ const (
 	surgeBatchSize = 150
 )
 
+// While this process admits orders, its consumer gives each voucher a turn at most every
+// surgePace, reading what gathered meanwhile: the surge's admissions keep the CPU (and the
+// database's, where it shares the machine) rather than sharing it with a stream of small
+// batches, and the orders persist within about surgePace of their answer. Measured with
+// bench seckill (2 cores, Redis and MariaDB on the machine, the median of 3 sales per run,
+// builds interleaved): admission 2.21 and 2.77× redis-benchmark with a pace of 0.3 s (0.5 s:
+// 2.60, 2.58; 1 s: 2.58, 2.72) against 1.25-2.40× unpaced. A consumer in a process that admits nothing (dedicated order workers) is
+// never paced.
+const surgePace = 300 * time.Millisecond
+
+// paced parks vs (just taken, wanting only a read of new entries) until surgePace after its
+// last turn began, if this process is surging and that is still to come; true if it did.
+func (c *consumer) paced(vs *voucherState) bool {
+	if !c.ready.surging() {
+		return false
+	}
+	now := time.Now()
+	if next := vs.lastTurn.Add(surgePace); now.Before(next) {
+		c.ready.park(vs, next)
+		return true
+	}
+	vs.lastTurn = now
+	return false
+}
+
 // readCount is how many new entries one read asks for now.
 func (c *consumer) readCount() int {
 	if c.ready.surging() {
@@ -91,6 +116,9 @@ func (r *reader) run() {
 		vs, wants := r.c.ready.take()
 		if vs == nil {
 			return
+		}
+		if wants == 0 && !vs.retryOwn && r.c.paced(vs) {
+			continue
 		}
 		if wants == 0 && !vs.retryOwn && r.gangTurn(vs) {
 			continue

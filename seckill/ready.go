@@ -28,9 +28,13 @@ type voucherState struct {
 	again  bool  // signalled while busy: back in the FIFO on release
 	wants  uint8 // extra work for the next turn
 	live   bool  // in the registry's live list at the supervisor's last pass
+	// parkedUntil: held out of the queue until then (paced during a surge, see park); its
+	// timer queues it.
+	parkedUntil time.Time
 
 	// The holder's.
 	claimCursor string
+	lastTurn    time.Time // the start of its last turn during a surge (pace)
 	lastClaim   time.Time
 	lastOwn     time.Time
 	retryOwn    bool          // an outage left entries pending here, to be written first
@@ -91,6 +95,8 @@ func (q *readyQueue) signal(v int, wants uint8) {
 	switch {
 	case vs.busy:
 		vs.again = true
+	case !vs.parkedUntil.IsZero():
+		// parked: its timer queues it
 	case !vs.queued:
 		vs.queued = true
 		q.fifo = append(q.fifo, vs)
@@ -158,6 +164,29 @@ func (q *readyQueue) release(vs *voucherState, more bool) {
 	}
 }
 
+// park gives back vs, taken with work, and holds it out of the queue until until: signals
+// meanwhile only add to its wants, and one timer queues it then.
+func (q *readyQueue) park(vs *voucherState, until time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	vs.busy, vs.again = false, false
+	vs.parkedUntil = until
+	time.AfterFunc(time.Until(until), func() { q.unpark(vs) })
+}
+
+// unpark queues a parked voucher (its work is still waiting).
+func (q *readyQueue) unpark(vs *voucherState) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	vs.parkedUntil = time.Time{}
+	if q.closed || vs.busy || vs.queued || q.states[vs.id] != vs {
+		return
+	}
+	vs.queued = true
+	q.fifo = append(q.fifo, vs)
+	q.cond.Signal()
+}
+
 // waiting reports whether a voucher waits for a reader.
 func (q *readyQueue) waiting() bool {
 	q.mu.Lock()
@@ -181,7 +210,7 @@ func (q *readyQueue) setLive(live []int) {
 		q.state(v).live = true
 	}
 	for v, vs := range q.states {
-		if !vs.live && !vs.busy && !vs.queued {
+		if !vs.live && !vs.busy && !vs.queued && vs.parkedUntil.IsZero() {
 			delete(q.states, v)
 		}
 	}

@@ -35,3 +35,60 @@ func TestReadsAreShorterDuringASurge(t *testing.T) {
 		t.Errorf("BatchSize 10 during a surge: read count %d, fullRead(10) %v, fullRead(9) %v; want 10, true, false", n, small.fullRead(10), small.fullRead(9))
 	}
 }
+
+// While this process admits orders, a voucher gets a turn at most every surgePace: taken
+// again sooner, it is parked (its signals meanwhile do not queue it) and queued once its pace
+// is up; without a surge, or for a turn that has more to do than read (a claim, a retry), no
+// pace.
+func TestTurnsArePacedDuringASurge(t *testing.T) {
+	q := newReadyQueue(keyspace{})
+	c := &consumer{ready: q}
+	q.signal(7, 0)
+	vs, _ := q.take()
+	if c.paced(vs) {
+		t.Fatal("no admission: a turn was paced")
+	}
+	q.release(vs, false)
+
+	q.admitted(7, time.Now())
+	vs, _ = q.take()
+	if c.paced(vs) {
+		t.Fatal("the first turn of a surge was paced")
+	}
+	began := time.Now()
+	q.release(vs, false)
+	q.admitted(7, time.Now())
+	vs, _ = q.take()
+	if !c.paced(vs) {
+		t.Fatal("a second turn right after the first was not paced")
+	}
+	for range 5 {
+		q.admitted(7, time.Now()) // signals while parked
+	}
+	if _, waiting := q.sizes(); waiting != 0 {
+		t.Fatalf("signals queued a parked voucher: %d waiting", waiting)
+	}
+	q.admitted(7, time.Now()) // still surging when it comes back
+	vs, _ = q.take()          // blocks until the timer queues it
+	if waited := time.Since(began); waited < surgePace-5*time.Millisecond || waited > surgePace+200*time.Millisecond {
+		t.Errorf("queued again %v after the last turn began, want about %v", waited, surgePace)
+	}
+	if vs.id != 7 || c.paced(vs) {
+		t.Fatalf("after its pace: took %d, paced %v", vs.id, c.paced(vs))
+	}
+	q.release(vs, false)
+
+	q.signal(7, wantClaim)
+	vs, wants := q.take()
+	if wants != wantClaim {
+		t.Fatalf("wants %d, want %d", wants, wantClaim)
+	}
+	// The reader paces only a turn that wants nothing but new entries (run checks wants).
+	q.release(vs, false)
+	time.Sleep(surgeWindow + 20*time.Millisecond)
+	q.signal(7, 0)
+	vs, _ = q.take()
+	if c.paced(vs) {
+		t.Error("after the surge: a turn was paced")
+	}
+}
