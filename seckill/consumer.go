@@ -231,6 +231,7 @@ func (c *consumer) failed(ctx context.Context, op string, err error, args ...any
 		return
 	}
 	c.m.background.WithLabelValues(op).Inc()
+	c.ready.trouble()
 	c.log.Warn("seckill consumer: "+op+" failed; retried on a later pass", append(args, "err", err)...)
 }
 

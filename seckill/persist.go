@@ -27,7 +27,11 @@ const (
 // is retried: persist reports the outage, and the reader waits for the service and retries
 // its own pending entries.
 func (c *consumer) persist(ctx context.Context, voucherID int, msgs []redis.XMessage, acks *acker) outage {
-	orders := c.readable(voucherID, msgs)
+	return c.persistOrders(ctx, voucherID, c.readable(voucherID, msgs), acks)
+}
+
+// persistOrders is persist for entries parsed already (readable).
+func (c *consumer) persistOrders(ctx context.Context, voucherID int, orders []order, acks *acker) outage {
 	if len(orders) == 0 {
 		return noOutage
 	}

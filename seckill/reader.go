@@ -28,6 +28,7 @@ type reader struct {
 
 type readResult struct {
 	streams []redis.XStream
+	orders  [][]order // each stream's entries parsed (readable), off the writer's path
 	err     error
 }
 
@@ -117,6 +118,9 @@ func (r *reader) run() {
 		if vs == nil {
 			return
 		}
+		if r.c.ready.troubled(vs) {
+			vs.retryOwn = true
+		}
 		if wants == 0 && !vs.retryOwn && r.c.paced(vs) {
 			continue
 		}
@@ -146,7 +150,7 @@ func (r *reader) turn(vs *voucherState, wants uint8) bool {
 		r.c.forgetConsumers(r.ctx, vs.id)
 	}
 	for i := 0; ; i++ {
-		streams, err := r.next(vs)
+		streams, orders, err := r.next(vs)
 		if r.ctx.Err() != nil {
 			return false
 		}
@@ -154,7 +158,7 @@ func (r *reader) turn(vs *voucherState, wants uint8) bool {
 			return r.afterReadError(vs, err)
 		}
 		more := i < turnBatches-1 || i < turnBatchesAlone-1 && !r.c.ready.waiting()
-		if !r.persistRead(vs, streams, more) {
+		if !r.persistRead(vs, streams, orders, more) {
 			// A batch not written for an outage is retried at once: the next turn waits for
 			// the database, or for Redis and backs off.
 			return vs.retryOwn
@@ -209,14 +213,16 @@ func (r *reader) claim(vs *voucherState) {
 	}
 }
 
-// next is the prefetched batch, or a new read (which does not block).
-func (r *reader) next(vs *voucherState) ([]redis.XStream, error) {
+// next is the prefetched batch (with its entries parsed), or a new read (which does not
+// block; orders nil).
+func (r *reader) next(vs *voucherState) ([]redis.XStream, [][]order, error) {
 	if r.prefetched == nil {
-		return r.c.readGroup(r.ctx, vs.stream, ">", r.c.readCount())
+		streams, err := r.c.readGroup(r.ctx, vs.stream, ">", r.c.readCount())
+		return streams, nil, err
 	}
 	res := <-r.prefetched
 	r.prefetched = nil
-	return res.streams, res.err
+	return res.streams, res.orders, res.err
 }
 
 // afterReadError handles a read that failed; true if the voucher has more work right away.
@@ -238,6 +244,7 @@ func (r *reader) afterReadError(vs *voucherState, err error) bool {
 		return true
 	default:
 		r.c.log.Warn("reading orders", "voucher", vs.id, "err", err)
+		r.c.ready.trouble()
 		r.c.waitForRedis(r.ctx)
 		// Redis may have served the read and lost the reply (it restarted, the connection
 		// broke): its entries are pending here then, unseen. Read them back now.
@@ -246,19 +253,29 @@ func (r *reader) afterReadError(vs *voucherState, err error) bool {
 	}
 }
 
-// persistRead writes what a read returned and, with prefetch (the turn has another batch to
-// come), reads the next batch while a full one is written. True if the batch was full and
+// persistRead writes what a read returned (orders: its entries parsed already, or nil) and,
+// with prefetch (the turn has another batch to come), reads and parses the next batch while a
+// full one is written. True if the batch was full and
 // written: more may wait. The last batch of a turn reads nothing ahead: a batch read then
 // would wait pending here for the voucher's next turn, which would read it again from the
 // pending list — along with entries whose acknowledgement is still in flight, written twice.
-func (r *reader) persistRead(vs *voucherState, streams []redis.XStream, prefetch bool) bool {
+func (r *reader) persistRead(vs *voucherState, streams []redis.XStream, orders [][]order, prefetch bool) bool {
 	full := false
-	for _, st := range streams {
+	for i, st := range streams {
 		full = r.c.fullRead(len(st.Messages))
 		if full && prefetch && r.prefetched == nil {
 			r.prefetch(vs)
 		}
-		if r.c.persist(r.ctx, vs.id, st.Messages, r.acks) != noOutage {
+		var o outage
+		if orders != nil {
+			o = r.c.persistOrders(r.ctx, vs.id, orders[i], r.acks)
+		} else {
+			o = r.c.persist(r.ctx, vs.id, st.Messages, r.acks)
+		}
+		if o == redisDown {
+			r.c.ready.trouble()
+		}
+		if o != noOutage {
 			vs.retryOwn = true
 		}
 	}
@@ -275,7 +292,11 @@ func (r *reader) prefetch(vs *voucherState) {
 	r.prefetched = make(chan readResult, 1)
 	go func(out chan<- readResult) {
 		streams, err := r.c.readGroup(r.ctx, vs.stream, ">", r.c.readCount())
-		out <- readResult{streams, err}
+		orders := make([][]order, len(streams))
+		for i, st := range streams {
+			orders[i] = r.c.readable(vs.id, st.Messages) // 0.4-0.6 ms a batch of 500
+		}
+		out <- readResult{streams, orders, err}
 	}(r.prefetched)
 }
 

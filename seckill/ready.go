@@ -38,6 +38,7 @@ type voucherState struct {
 	lastClaim   time.Time
 	lastOwn     time.Time
 	retryOwn    bool          // an outage left entries pending here, to be written first
+	troubles    uint64        // readyQueue.troubles when it last looked (troubled)
 	retryPause  time.Duration // backs off while retrying them keeps failing
 }
 
@@ -47,12 +48,14 @@ type voucherState struct {
 // ahead of them.
 type readyQueue struct {
 	lastAdmit atomic.Int64 // Unix ns of this process's latest admission (surging)
-	mu        sync.Mutex
-	cond      *sync.Cond
-	fifo      []*voucherState
-	states    map[int]*voucherState
-	closed    bool
-	keys      keyspace
+	// troubles counts the Redis failures the consumer met (see troubled).
+	troubles atomic.Uint64
+	mu       sync.Mutex
+	cond     *sync.Cond
+	fifo     []*voucherState
+	states   map[int]*voucherState
+	closed   bool
+	keys     keyspace
 }
 
 func newReadyQueue(keys keyspace) *readyQueue {
@@ -75,6 +78,24 @@ func (q *readyQueue) state(v int) *voucherState {
 func (q *readyQueue) admitted(v int, at time.Time) {
 	q.lastAdmit.Store(at.UnixNano())
 	q.signal(v, 0)
+}
+
+// trouble notes that the consumer met a Redis failure: every voucher's next turn writes the
+// entries pending with this consumer first (troubled).
+func (q *readyQueue) trouble() { q.troubles.Add(1) }
+
+// troubled reports, for vs just taken, whether the consumer met a Redis failure since its
+// last turn, and notes that it looked. A read whose reply a failover lost can leave entries
+// pending here unseen when go-redis resent it and the resent read returned others: they are
+// written before newer entries (which could otherwise take the database's stock first, a
+// lagging replica having sold some units again) instead of after ownIdle.
+func (q *readyQueue) troubled(vs *voucherState) bool {
+	t := q.troubles.Load()
+	if t == vs.troubles {
+		return false
+	}
+	vs.troubles = t
+	return true
 }
 
 // surging reports whether this process admitted an order in the last surgeWindow.
@@ -138,7 +159,7 @@ func (q *readyQueue) takeQuiet(n int) []*voucherState {
 			kept = append(kept, q.fifo[i:]...)
 			break
 		}
-		if vs.wants == 0 && !vs.retryOwn {
+		if vs.wants == 0 && !vs.retryOwn && vs.troubles == q.troubles.Load() {
 			vs.queued, vs.busy, vs.again = false, true, false
 			out = append(out, vs)
 			continue

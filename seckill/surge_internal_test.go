@@ -92,3 +92,38 @@ func TestTurnsArePacedDuringASurge(t *testing.T) {
 		t.Error("after the surge: a turn was paced")
 	}
 }
+
+// After the consumer meets a Redis failure, each voucher's next turn writes its own pending
+// entries first (troubled, once per failure seen), and a gang turn, which reads only new
+// entries, does not take a voucher that has not looked yet.
+func TestTurnsAfterARedisFailureRetryOwnEntriesFirst(t *testing.T) {
+	q := newReadyQueue(keyspace{})
+	q.signal(1, 0)
+	vs, _ := q.take()
+	if q.troubled(vs) {
+		t.Fatal("no failure yet: troubled")
+	}
+	q.release(vs, false)
+	q.trouble()
+	q.signal(2, 0)
+	q.signal(1, 0)
+	first, _ := q.take() // 2
+	if quiet := q.takeQuiet(5); len(quiet) != 0 {
+		t.Fatalf("a gang took %d vouchers that had not looked at the failure", len(quiet))
+	}
+	if !q.troubled(first) || q.troubled(first) {
+		t.Fatal("troubled: want true once per failure")
+	}
+	q.release(first, false)
+	other, _ := q.take() // 1
+	if other.id != 1 || !q.troubled(other) {
+		t.Fatalf("took %d: want voucher 1, troubled", other.id)
+	}
+	q.release(other, false)
+	q.signal(1, 0)
+	q.signal(2, 0)
+	vs, _ = q.take()
+	if quiet := q.takeQuiet(5); len(quiet) != 1 {
+		t.Fatalf("after looking: a gang took %d vouchers, want 1", len(quiet))
+	}
+}
