@@ -59,8 +59,8 @@ const (
 // batches, and the orders persist within about surgePace of their answer. Measured with
 // bench seckill (2 cores, Redis and MariaDB on the machine, the median of 3 sales per run,
 // builds interleaved): admission 2.21 and 2.77× redis-benchmark with a pace of 0.3 s (0.5 s:
-// 2.60, 2.58; 1 s: 2.58, 2.72) against 1.25-2.40× unpaced. A consumer in a process that admits nothing (dedicated order workers) is
-// never paced.
+// 2.60, 2.58; 1 s: 2.58, 2.72) against 1.25-2.40× unpaced. A consumer in a process that
+// admits nothing (dedicated order workers) is never paced.
 const surgePace = 300 * time.Millisecond
 
 // paced parks vs (just taken, wanting only a read of new entries) until surgePace after its
@@ -121,10 +121,7 @@ func (r *reader) run() {
 		if r.c.ready.troubled(vs) {
 			vs.retryOwn = true
 		}
-		if wants == 0 && !vs.retryOwn && r.c.paced(vs) {
-			continue
-		}
-		if wants == 0 && !vs.retryOwn && r.gangTurn(vs) {
+		if wants == 0 && !vs.retryOwn && (r.c.paced(vs) || r.gangTurn(vs)) {
 			continue
 		}
 		more := r.turn(vs, wants)
@@ -213,15 +210,28 @@ func (r *reader) claim(vs *voucherState) {
 	}
 }
 
-// next is the prefetched batch (with its entries parsed), or a new read (which does not
-// block; orders nil).
+// next is the prefetched batch, or a new read (which does not block), with its entries
+// parsed.
 func (r *reader) next(vs *voucherState) ([]redis.XStream, [][]order, error) {
 	if r.prefetched == nil {
-		streams, err := r.c.readGroup(r.ctx, vs.stream, ">", r.c.readCount())
-		return streams, nil, err
+		return r.read(vs).values()
 	}
 	res := <-r.prefetched
 	r.prefetched = nil
+	return res.values()
+}
+
+// read reads a batch of new entries and parses them (readable).
+func (r *reader) read(vs *voucherState) readResult {
+	streams, err := r.c.readGroup(r.ctx, vs.stream, ">", r.c.readCount())
+	orders := make([][]order, len(streams))
+	for i, st := range streams {
+		orders[i] = r.c.readable(vs.id, st.Messages) // 0.4-0.6 ms a batch of 500
+	}
+	return readResult{streams, orders, err}
+}
+
+func (res readResult) values() ([]redis.XStream, [][]order, error) {
 	return res.streams, res.orders, res.err
 }
 
@@ -253,10 +263,9 @@ func (r *reader) afterReadError(vs *voucherState, err error) bool {
 	}
 }
 
-// persistRead writes what a read returned (orders: its entries parsed already, or nil) and,
-// with prefetch (the turn has another batch to come), reads and parses the next batch while a
-// full one is written. True if the batch was full and
-// written: more may wait. The last batch of a turn reads nothing ahead: a batch read then
+// persistRead writes what a read returned (orders: its entries parsed) and, with prefetch
+// (the turn has another batch to come), reads and parses the next batch while a full one is
+// written. True if the batch was full and written: more may wait. The last batch of a turn reads nothing ahead: a batch read then
 // would wait pending here for the voucher's next turn, which would read it again from the
 // pending list — along with entries whose acknowledgement is still in flight, written twice.
 func (r *reader) persistRead(vs *voucherState, streams []redis.XStream, orders [][]order, prefetch bool) bool {
@@ -266,12 +275,7 @@ func (r *reader) persistRead(vs *voucherState, streams []redis.XStream, orders [
 		if full && prefetch && r.prefetched == nil {
 			r.prefetch(vs)
 		}
-		var o outage
-		if orders != nil {
-			o = r.c.persistOrders(r.ctx, vs.id, orders[i], r.acks)
-		} else {
-			o = r.c.persist(r.ctx, vs.id, st.Messages, r.acks)
-		}
+		o := r.c.persistOrders(r.ctx, vs.id, orders[i], r.acks)
 		if o == redisDown {
 			r.c.ready.trouble()
 		}
@@ -290,14 +294,7 @@ func (r *reader) persistRead(vs *voucherState, streams []redis.XStream, orders [
 
 func (r *reader) prefetch(vs *voucherState) {
 	r.prefetched = make(chan readResult, 1)
-	go func(out chan<- readResult) {
-		streams, err := r.c.readGroup(r.ctx, vs.stream, ">", r.c.readCount())
-		orders := make([][]order, len(streams))
-		for i, st := range streams {
-			orders[i] = r.c.readable(vs.id, st.Messages) // 0.4-0.6 ms a batch of 500
-		}
-		out <- readResult{streams, orders, err}
-	}(r.prefetched)
+	go func(out chan<- readResult) { out <- r.read(vs) }(r.prefetched)
 }
 
 // dropPrefetched waits for a prefetch in flight and leaves its entries pending here: the

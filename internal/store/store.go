@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,8 +81,7 @@ func OpenSQLite(path string, open ...Opener) (*DB, error) {
 // OpenMySQL opens a MySQL/MariaDB pool. parseTime, UTC and utf8mb4 are forced so that
 // times and text round-trip whatever the DSN says. Arguments are interpolated by the driver
 // (interpolateParams, unless the DSN sets it false): a statement with arguments is one round
-// trip instead of a prepare, an execute and a close, which made the order consumer's batch
-// transaction a third slower (see mysqlInterpolates). A statement run under a context deadline
+// trip instead of a prepare, an execute and a close (see mysqlInterpolates). A statement run under a context deadline
 // carries it as the server's time limit, and one whose context is cancelled while it runs is
 // killed on the server (statements.go); stopping those takes one more connection, opened when
 // needed.
@@ -122,8 +122,8 @@ func mysqlInterpolates(dsn string) bool {
 	if err != nil {
 		return true
 	}
-	v := values.Get("interpolateParams")
-	return v == "" || v == "true" || v == "1"
+	on, err := strconv.ParseBool(values.Get("interpolateParams"))
+	return err != nil || on // unset (ParseDSN has refused a value that is no boolean)
 }
 
 // DefaultMaxConns is the default bound of a MySQL pool. MariaDB and MySQL allow 151
