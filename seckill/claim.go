@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,25 +27,38 @@ func (c *consumer) claim(ctx context.Context, voucherID int, cursor string) (str
 		return next, noOutage
 	}
 	c.m.claimed.Add(float64(len(msgs)))
+	retry, err := c.triage(ctx, voucherID, msgs)
+	if err != nil {
+		return next, redisDown
+	}
+	if len(retry) > 0 {
+		return next, c.persist(ctx, voucherID, retry, nil)
+	}
+	return next, noOutage
+}
+
+// triage dead-letters the entries delivered more than MaxDeliveries times that also failed
+// here, and returns the others, to retry. Deliveries alone do not condemn an entry: consumers
+// that crash in a loop re-deliver healthy entries too. It must also have failed here, in this
+// process. An error (reading the delivery counts) leaves every entry pending.
+func (c *consumer) triage(ctx context.Context, voucherID int, msgs []redis.XMessage) ([]redis.XMessage, error) {
+	if !slices.ContainsFunc(msgs, func(m redis.XMessage) bool { return c.failures.failedHere(m.ID) }) {
+		return msgs, nil
+	}
 	deliveries, err := c.deliveries(ctx, voucherID, msgs)
 	if err != nil {
 		c.log.Warn("reading delivery counts", "voucher", voucherID, "err", err)
-		return next, redisDown
+		return nil, err
 	}
 	var retry []redis.XMessage
 	for _, m := range msgs {
-		// Deliveries alone do not condemn an entry: consumers that crash in a loop re-claim
-		// healthy entries too. It must also have failed here, in this process.
 		if n := deliveries[m.ID]; n > c.opts.maxDeliveries && c.failures.failedHere(m.ID) {
 			c.deadLetter(ctx, voucherID, m, n)
 		} else {
 			retry = append(retry, m)
 		}
 	}
-	if len(retry) > 0 {
-		return next, c.persist(ctx, voucherID, retry, nil)
-	}
-	return next, noOutage
+	return retry, nil
 }
 
 // autoClaim runs XAUTOCLAIM for this consumer from cursor. Entries a claim given up on took
@@ -67,7 +81,8 @@ func (c *consumer) autoClaim(ctx context.Context, voucherID int, cursor string) 
 	return got.msgs, got.next, err
 }
 
-// deliveries reads how often each claimed entry was delivered (XAUTOCLAIM counted this one).
+// deliveries reads how often each entry pending here was delivered (the claim or read that
+// returned it counted this time too).
 func (c *consumer) deliveries(ctx context.Context, voucherID int, msgs []redis.XMessage) (map[string]int64, error) {
 	pending, err := bounded(ctx, c.rdb, func(ctx context.Context) ([]redis.XPendingExt, error) {
 		return c.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
@@ -126,6 +141,13 @@ func (c *consumer) deadLetter(ctx context.Context, voucherID int, m redis.XMessa
 		_ = c.settler.fail(ctx, voucherID, m.ID, nil, false, reason, deliveries)
 		return
 	}
+	c.failOrder(ctx, voucherID, o, !errors.Is(cause, errStockGuard), reason, deliveries)
+}
+
+// failOrder records an order given up on FAILED and dead-letters its entry, compensating its
+// admission (the unit goes back on sale if restore). An order found standing as a live order
+// was persisted after all and is settled as such.
+func (c *consumer) failOrder(ctx context.Context, voucherID int, o order, restore bool, reason string, deliveries int64) {
 	tr, err := c.store.recordFailed(ctx, voucherID, o)
 	if err != nil {
 		c.log.Error("could not record the FAILED order", "voucher", voucherID, "order", o.id, "err", err)
@@ -137,5 +159,5 @@ func (c *consumer) deadLetter(ctx context.Context, voucherID int, m redis.XMessa
 		_ = c.settler.settle(ctx, voucherID, st)
 		return
 	}
-	_ = c.settler.fail(ctx, voucherID, m.ID, &o, !errors.Is(cause, errStockGuard), reason, deliveries)
+	_ = c.settler.fail(ctx, voucherID, o.entry, &o, restore, reason, deliveries)
 }

@@ -209,6 +209,88 @@ func TestPoisonEntryIsDeadLettered(t *testing.T) {
 	})
 }
 
+// TestPoisonEntryIsDeadLetteredWithTheDefaultClaimIdle: the consumer's own retries of an entry
+// that keeps failing here (every ownIdle, 2 s) must not keep it from being dead-lettered when
+// ClaimIdle is longer than that, as the default (30 s) is: each retry re-delivers the entry,
+// so it is never idle long enough to be claimed.
+func TestPoisonEntryIsDeadLetteredWithTheDefaultClaimIdle(t *testing.T) {
+	e := newEnv(t, testenv.Redis(t))
+	ctx := context.Background()
+	users := e.users(2)
+	poisoned := users[1]
+	_, err := e.db.SQL.ExecContext(ctx, fmt.Sprintf(`CREATE TRIGGER poison BEFORE INSERT ON tb_voucher_order FOR EACH ROW
+		BEGIN IF NEW.user_id = %d AND NEW.status = 'CREATED' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'poisoned order'; END IF; END`, poisoned))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.db.SQL.Exec("DROP TRIGGER IF EXISTS poison") })
+	s := e.service(seckill.Options{MaxDeliveries: 3}) // ClaimIdle: the default
+	v := e.onSale(s, 10)
+	var bad int64
+	for _, u := range users {
+		a, err := s.Grab(ctx, u, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u == poisoned {
+			bad = a.OrderID
+		}
+	}
+	e.consume(s)
+	// Up to MaxDeliveries retries, ownIdle apart, and a sweep's period to notice each.
+	e.drained(v, 20*time.Second)
+	if o, err := s.Order(ctx, poisoned, bad); err != nil || o == nil || o.Status != seckillorder.StatusFAILED {
+		t.Fatalf("poisoned order: %+v %v, want FAILED", o, err)
+	}
+	if st := e.state(v); st.orders != 1 || st.failed != 1 || st.dbStock != 9 || st.redisStock != 9 || st.buyers != 1 {
+		t.Fatalf("after compensation: %+v", st)
+	}
+}
+
+// TestStockGuardFailsOrdersAtOnce: orders Redis admitted beyond the database's stock (after a
+// failover to a replica that lagged re-sold units whose orders were written; here the
+// database stock lowered by hand) fail the stock guard. That is final, whatever a retry
+// does: they are recorded FAILED at once, with the default options, not left pending for
+// ClaimIdle and MaxDeliveries; their units are not put back on sale in Redis.
+func TestStockGuardFailsOrdersAtOnce(t *testing.T) {
+	e := newEnv(t, testenv.Redis(t))
+	ctx := context.Background()
+	users := e.users(3)
+	s := e.service(seckill.Options{})
+	v := e.onSale(s, 10)
+	var ids []int64
+	for _, u := range users {
+		a, err := s.Grab(ctx, u, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, a.OrderID)
+	}
+	if _, err := e.db.SQL.ExecContext(ctx, "UPDATE vouchers SET stock = 1 WHERE id = ?", v); err != nil {
+		t.Fatal(err)
+	}
+	e.consume(s)
+	e.drained(v, 3*time.Second)
+	statuses := map[seckillorder.Status]int{}
+	for i, u := range users {
+		o, err := s.Order(ctx, u, ids[i])
+		if err != nil || o == nil {
+			t.Fatalf("order %d: %+v %v", ids[i], o, err)
+		}
+		statuses[o.Status]++
+	}
+	if statuses[seckillorder.StatusCREATED] != 1 || statuses[seckillorder.StatusFAILED] != 2 {
+		t.Fatalf("statuses %v, want 1 CREATED and 2 FAILED", statuses)
+	}
+	dead, err := e.rdb.XLen(ctx, seckill.KeysOf(e.prefix, v).Dead).Result()
+	if err != nil || dead != 2 {
+		t.Fatalf("dead letters: %d %v, want 2", dead, err)
+	}
+	if st := e.state(v); st.orders != 1 || st.failed != 2 || st.dbStock != 0 || st.redisStock != 7 {
+		t.Fatalf("after the guard: %+v, want 1 order, 2 FAILED, database stock 0, Redis stock 7", st)
+	}
+}
+
 // TestRedisStateLostMidSale: the voucher's keys vanish mid-sale (what a restart without
 // persistence or a flush does to them): grabs answer NOT_READY, a rebuild from MySQL follows,
 // the sale goes on and ends with exactly the stock sold, never more.

@@ -133,6 +133,11 @@ func (c *consumer) writeEach(ctx context.Context, voucherID int, orders []order)
 			c.recordLostUntilDone(ctx, voucherID, nm.gone)
 		case errors.Is(err, errRedisUnavailable):
 			return st, err
+		case errors.Is(err, errStockGuard):
+			// Final: holding the voucher's row lock, the database had no unit left for it
+			// (Redis admitted beyond the database's stock). No retry changes that; the
+			// order fails now rather than after MaxDeliveries claims.
+			c.failOrder(ctx, voucherID, o, false, err.Error(), 1)
 		case err != nil:
 			c.failures.note(o.entry, err)
 			c.log.Error("order not persisted; it stays pending", "voucher", voucherID, "order", o.id, "err", err)

@@ -382,13 +382,16 @@ func (c *consumer) retryOwn(ctx context.Context, voucherID int) bool {
 		if len(msgs) == 0 {
 			return true
 		}
-		if c.persist(ctx, voucherID, msgs, nil) != noOutage {
+		after = msgs[len(msgs)-1].ID
+		// Each read re-delivers them: an entry failing here is given up on here after
+		// MaxDeliveries, as a claim would (never idle for ClaimIdle, it would not be claimed).
+		retry, err := c.triage(ctx, voucherID, msgs)
+		if err != nil || len(retry) > 0 && c.persist(ctx, voucherID, retry, nil) != noOutage {
 			return false
 		}
 		if len(msgs) < c.opts.batchSize {
 			return true
 		}
-		after = msgs[len(msgs)-1].ID
 	}
 	return false
 }
