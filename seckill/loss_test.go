@@ -219,3 +219,37 @@ func TestLaggingReplicaRestored(t *testing.T) {
 	checkTold(t, e, c, v, stock, l)
 	e.reconciled(c, v)
 }
+
+// TestLaggingReplicaResold: as TestLaggingReplicaRestored, but Redis comes back with more
+// stock than the database holds (its units' orders were written after the snapshot) and sells
+// it before any consumer rebuilds the voucher: the orders beyond the database's stock fail its
+// stock guard. They end FAILED at once, with the default options (ClaimIdle 30 s), never
+// pending; the database is not oversold and every other told order stands.
+func TestLaggingReplicaResold(t *testing.T) {
+	e, srv := privateEnv(t)
+	clock := frozenClock()
+	opts := seckill.Options{Clock: clock}
+	a := e.service(opts)
+	stopA := e.consume(a)
+	const stock = 120
+	users := e.users(150)
+	v := e.onSale(a, stock)
+	l := &ledger{}
+	grabAll(t, a, v, users[:50], l)
+	e.drained(v, 20*time.Second)
+	srv.Snapshot("mid-sale")
+	grabAll(t, a, v, users[50:100], l)
+	e.drained(v, 20*time.Second) // the database holds 20 units; the snapshot's Redis 70
+	stopA()
+	srv.Restore("mid-sale")
+
+	c := e.service(opts) // a server started after the failover, its consumer not yet running
+	grabAll(t, c, v, users[100:], l)
+	e.consume(c)
+	e.drained(v, 5*time.Second)
+	if st := e.state(v); st.failed != 30 {
+		t.Errorf("%d orders FAILED, want the 30 beyond the database's stock", st.failed)
+	}
+	checkTold(t, e, c, v, stock, l)
+	e.reconciled(c, v)
+}
