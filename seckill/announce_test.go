@@ -2,6 +2,7 @@ package seckill_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -311,5 +312,32 @@ func TestResubscribedConsumerSweepsEveryVoucher(t *testing.T) {
 	t.Logf("orders admitted around a broken subscription: lag p50 %v, max %v", lags[len(lags)/2], lags[len(lags)-1])
 	if lags[len(lags)-1] > 1500*time.Millisecond {
 		t.Errorf("an order admitted around a broken subscription waited %v, want < 1.5 s", lags[len(lags)-1])
+	}
+}
+
+// TestAnnouncementOfAGoneSaleCreatesNoKey: an announcement heard after the sale's keys are gone
+// (the sale retired or dropped while the announcement waited for its gap, as `bench seckill
+// -consume-after` does between its sales) must not bring the orders stream back: a stream
+// the consumer creates to recreate its group has no expiry, and would outlive the sale forever.
+func TestAnnouncementOfAGoneSaleCreatesNoKey(t *testing.T) {
+	rdb := testenv.Redis(t)
+	e := newEnv(t, rdb)
+	ctx := context.Background()
+	grabber, worker, vouchers := e.grabberAndWorker()
+	v := vouchers[0]
+	k := seckill.KeysOf(e.prefix, v)
+	if err := rdb.Del(ctx, k.Meta, k.Stock, k.Buyers, k.Orders).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.consume(worker)
+	channel := seckill.AnnounceChannel(grabber)
+	waitFor(t, 5*time.Second, func() bool { return rdb.PubSubNumSub(ctx, channel).Val()[channel] == 1 })
+	if err := rdb.Publish(ctx, channel, fmt.Sprintf("another-process %d", v)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the reader's turn comes at once; the pace allows 300 ms
+	if n := rdb.Exists(ctx, k.Orders).Val(); n != 0 {
+		ttl := rdb.PTTL(ctx, k.Orders).Val()
+		t.Fatalf("the orders stream of a gone sale is back (TTL %v): the consumer recreated it", ttl)
 	}
 }

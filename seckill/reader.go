@@ -241,11 +241,17 @@ func (r *reader) afterReadError(vs *voucherState, err error) bool {
 	case errors.Is(err, redis.Nil):
 		return false // nothing new
 	case isNoGroup(err):
-		// The stream or its group is gone (Redis lost state): recreate and go on.
+		// The stream or its group is gone (Redis lost state): recreate the group and go on.
+		// A stream that is gone is not made again here: it would never expire (the sale may
+		// have ended and its keys expired, an announcement of it heard late). The next
+		// admission makes it, and the read after that its group.
 		streams := r.c.opts.streams
 		err := boundedErr(r.ctx, streams, func(ctx context.Context) error {
-			return ensureGroup(ctx, streams, vs.stream, r.c.opts.group)
+			return groupOnStream(ctx, streams, vs.stream, r.c.opts.group)
 		})
+		if errors.Is(err, errNoStream) {
+			return false
+		}
 		if err != nil {
 			r.c.log.Warn("recreating a consumer group", "voucher", vs.id, "err", err)
 			r.c.ready.later(vs.id, groupRetryPause)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -312,6 +313,22 @@ func (r *recovery) rebuildStale(ctx context.Context, voucherID int) {
 	if err := r.warm(ctx, voucherID, false); err != nil && ctx.Err() == nil && !errors.Is(err, ErrNoSuchVoucher) {
 		r.log.Error("rebuilding a voucher after a Redis restart", "voucher", voucherID, "err", err)
 	}
+}
+
+// errNoStream: groupOnStream found no stream to create the group on.
+var errNoStream = errors.New("seckill: no such stream")
+
+// groupOnStream creates the consumer group of a stream if the stream exists and the group
+// does not (errNoStream if the stream does not exist). Starting at 0 is always safe.
+func groupOnStream(ctx context.Context, rdb redis.UniversalClient, stream, group string) error {
+	err := rdb.XGroupCreate(ctx, stream, group, "0").Err()
+	switch {
+	case err == nil || redis.HasErrorPrefix(err, "BUSYGROUP"):
+		return nil
+	case replyError(err) && strings.Contains(err.Error(), "requires the key to exist"):
+		return errNoStream
+	}
+	return fmt.Errorf("seckill: creating group on %s: %w", stream, err)
 }
 
 // ensureGroup creates the consumer group of a stream (and the stream) if it does not exist.
