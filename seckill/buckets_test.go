@@ -3,7 +3,6 @@ package seckill_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -360,10 +359,7 @@ func TestBorrowedOrderThatFails(t *testing.T) {
 			}
 		}
 	}
-	if _, err := e.db.SQL.ExecContext(ctx, fmt.Sprintf(`CREATE TRIGGER poison_borrowed BEFORE INSERT ON tb_voucher_order FOR EACH ROW
-		BEGIN IF NEW.user_id = %d AND NEW.status = 'CREATED' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'poisoned order'; END IF; END`, borrower)); err != nil {
-		t.Fatal(err)
-	}
+	cure := e.poisonUser("poison_borrowed", borrower)
 	s := e.service(seckill.Options{ClaimIdle: 200 * time.Millisecond, MaxDeliveries: 3})
 	v := e.bucketVoucher(stock, k)
 	if err := s.Warm(ctx, v); err != nil {
@@ -384,9 +380,7 @@ func TestBorrowedOrderThatFails(t *testing.T) {
 	if sum, err := s.Stock(ctx, v); err != nil || sum != stock-1 {
 		t.Fatalf("stock after the failure %d (%v), want %d: the lent unit back on sale", sum, err, stock-1)
 	}
-	if _, err := e.db.SQL.ExecContext(ctx, "DROP TRIGGER poison_borrowed"); err != nil {
-		t.Fatal(err)
-	}
+	cure()
 	again, err := s.Grab(ctx, borrower, v)
 	if err != nil {
 		t.Fatalf("the borrower's grab after its order FAILED: %v, want admitted", err)

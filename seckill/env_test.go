@@ -64,6 +64,25 @@ func (e *env) voucherWindow(stock int, begin, end time.Time) int {
 	return v.ID
 }
 
+// poisonUser makes the database refuse every CREATED order of user (a trigger, name), as the
+// cause of a poisoned entry would; cure drops it (so does the test's cleanup).
+func (e *env) poisonUser(name string, user int) (cure func()) {
+	e.t.Helper()
+	_, err := e.db.SQL.Exec(fmt.Sprintf(`CREATE TRIGGER %s BEFORE INSERT ON tb_voucher_order FOR EACH ROW
+		BEGIN IF NEW.user_id = %d AND NEW.status = 'CREATED' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'poisoned order'; END IF; END`, name, user))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	drop := func() error { _, err := e.db.SQL.Exec("DROP TRIGGER IF EXISTS " + name); return err }
+	e.t.Cleanup(func() { _ = drop() })
+	return func() {
+		e.t.Helper()
+		if err := drop(); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
 // users inserts n users and returns their ids.
 func (e *env) users(n int) []int {
 	e.t.Helper()

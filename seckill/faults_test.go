@@ -149,11 +149,7 @@ func TestPoisonEntryIsDeadLettered(t *testing.T) {
 		const stock = 10
 		users := e.users(3)
 		poisoned := users[1]
-		_, err := e.db.SQL.ExecContext(ctx, fmt.Sprintf(`CREATE TRIGGER poison BEFORE INSERT ON tb_voucher_order FOR EACH ROW
-			BEGIN IF NEW.user_id = %d AND NEW.status = 'CREATED' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'poisoned order'; END IF; END`, poisoned))
-		if err != nil {
-			t.Fatal(err)
-		}
+		cure := e.poisonUser("poison", poisoned)
 		s := e.service(seckill.Options{ClaimIdle: 200 * time.Millisecond, MaxDeliveries: 3})
 		v := e.onSale(s, stock)
 		var bad int64
@@ -191,9 +187,7 @@ func TestPoisonEntryIsDeadLettered(t *testing.T) {
 			t.Fatalf("after compensation: %+v", st)
 		}
 		// The cause goes away; the user buys again and this time it sticks.
-		if _, err := e.db.SQL.ExecContext(ctx, "DROP TRIGGER poison"); err != nil {
-			t.Fatal(err)
-		}
+		cure()
 		a, err := s.Grab(ctx, poisoned, v)
 		if err != nil {
 			t.Fatalf("grab after compensation: %v", err)
@@ -218,12 +212,7 @@ func TestPoisonEntryIsDeadLetteredWithTheDefaultClaimIdle(t *testing.T) {
 	ctx := context.Background()
 	users := e.users(2)
 	poisoned := users[1]
-	_, err := e.db.SQL.ExecContext(ctx, fmt.Sprintf(`CREATE TRIGGER poison BEFORE INSERT ON tb_voucher_order FOR EACH ROW
-		BEGIN IF NEW.user_id = %d AND NEW.status = 'CREATED' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'poisoned order'; END IF; END`, poisoned))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = e.db.SQL.Exec("DROP TRIGGER IF EXISTS poison") })
+	e.poisonUser("poison", poisoned)
 	s := e.service(seckill.Options{MaxDeliveries: 3}) // ClaimIdle: the default
 	v := e.onSale(s, 10)
 	var bad int64

@@ -137,7 +137,8 @@ func (c *consumer) writeEach(ctx context.Context, voucherID int, orders []order)
 			// Final: holding the voucher's row lock, the database had no unit left for it
 			// (Redis admitted beyond the database's stock). No retry changes that; the
 			// order fails now rather than after MaxDeliveries claims.
-			c.failOrder(ctx, voucherID, o, false, err.Error(), 1)
+			n, _ := c.deliveries(ctx, voucherID, []redis.XMessage{{ID: o.entry}}) // 0 if unread
+			c.failOrder(ctx, voucherID, o, false, err.Error(), n[o.entry])
 		case err != nil:
 			c.failures.note(o.entry, err)
 			c.log.Error("order not persisted; it stays pending", "voucher", voucherID, "order", o.id, "err", err)

@@ -271,9 +271,10 @@ func (r *reader) afterReadError(vs *voucherState, err error) bool {
 
 // persistRead writes what a read returned (orders: its entries parsed) and, with prefetch
 // (the turn has another batch to come), reads and parses the next batch while a full one is
-// written. True if the batch was full and written: more may wait. The last batch of a turn reads nothing ahead: a batch read then
-// would wait pending here for the voucher's next turn, which would read it again from the
-// pending list — along with entries whose acknowledgement is still in flight, written twice.
+// written. True if the batch was full and written: more may wait. The last batch of a turn
+// reads nothing ahead: a batch read then would wait pending here for the voucher's next turn,
+// which would read it again from the pending list — along with entries whose acknowledgement
+// is still in flight, written twice.
 func (r *reader) persistRead(vs *voucherState, streams []redis.XStream, orders [][]order, prefetch bool) bool {
 	full := false
 	for i, st := range streams {

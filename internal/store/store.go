@@ -81,10 +81,10 @@ func OpenSQLite(path string, open ...Opener) (*DB, error) {
 // OpenMySQL opens a MySQL/MariaDB pool. parseTime, UTC and utf8mb4 are forced so that
 // times and text round-trip whatever the DSN says. Arguments are interpolated by the driver
 // (interpolateParams, unless the DSN sets it false): a statement with arguments is one round
-// trip instead of a prepare, an execute and a close (see mysqlInterpolates). A statement run under a context deadline
-// carries it as the server's time limit, and one whose context is cancelled while it runs is
-// killed on the server (statements.go); stopping those takes one more connection, opened when
-// needed.
+// trip instead of a prepare, an execute and a close (see mysqlInterpolates). A statement run
+// under a context deadline carries it as the server's time limit, and one whose context is
+// cancelled while it runs is killed on the server (statements.go); stopping those takes one
+// more connection, opened when needed.
 func OpenMySQL(dsn string, open ...Opener) (*DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
