@@ -132,11 +132,13 @@ func runAB(ctx context.Context, args []string, out *output) error {
 	keepLogs := true
 	defer func() {
 		if keepLogs {
-			out.printf("  logs of the runs: %s\n", ab.tmp)
 			for _, b := range ab.builds {
 				_ = os.Remove(b.bin)
 			}
 			_ = os.RemoveAll(filepath.Join(ab.tmp, "ref"))
+			if os.Remove(ab.tmp) != nil { // not empty: a run's logs are there
+				out.printf("  logs of the runs: %s\n", ab.tmp)
+			}
 			return
 		}
 		_ = os.RemoveAll(ab.tmp)

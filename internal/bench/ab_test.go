@@ -69,6 +69,13 @@ func TestABRefusesWhatDoesNotBuild(t *testing.T) {
 		{"the work tree does not build", good, []string{"the work tree " + dir, "does not build; nothing was run", "undefinedCall"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
+			defer func() { // nothing was run, so no logs are kept either
+				if left, _ := filepath.Glob(filepath.Join(tmp, "surge-ab-*")); len(left) > 0 {
+					t.Errorf("left behind: %v", left)
+				}
+			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			var stdout, stderr bytes.Buffer
