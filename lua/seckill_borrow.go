@@ -14,7 +14,7 @@ var (
 	seckillBorrowReserve = load("seckill_borrow_reserve.lua")
 	seckillBorrowTake    = load("seckill_borrow_take.lua")
 	seckillBorrowEnd     = load("seckill_borrow_end.lua")
-	seckillBucketDrain   = load("seckill_bucket_drain.lua")
+	seckillBucketMove    = load("seckill_bucket_move.lua")
 )
 
 // BorrowTooLate is BorrowTake's outcome past the borrow's deadline: nothing taken.
@@ -59,14 +59,25 @@ func BorrowEnd(ctx context.Context, rdb redis.Scripter, home SeckillKeys, user i
 	return settledFlag("seckill_borrow_end.lua", n, err)
 }
 
-// DrainBucket takes up to n units from a bucket's stock and returns how many it took
-// (seckill_bucket_drain.lua).
-func DrainBucket(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, n int64) (int64, error) {
-	got, err := seckillBucketDrain.Run(ctx, rdb, []string{keys.Stock}, n).Int64()
-	if err == nil && (got < 0 || got > n) {
-		return 0, malformed("seckill_bucket_drain.lua", got)
+// MoveBucketStock adds units to a bucket's stock, or takes up to -units from it, and returns
+// the units moved (seckill_bucket_move.lua): all of an addition, none if the bucket has no
+// stock (not ready), a take up to the stock there is. Redis runs it only until notAfter by
+// its own clock (ErrCommitTooLate), as a warm's commit.
+func MoveBucketStock(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, units int64, notAfter time.Time) (int64, error) {
+	res, err := seckillBucketMove.Run(ctx, rdb, []string{keys.Stock}, units, notAfter.UnixMilli()).Int64Slice()
+	switch {
+	case err != nil:
+		return 0, err
+	case len(res) != 2:
+		return 0, malformed("seckill_bucket_move.lua", res)
+	case res[0] == 0:
+		return 0, ErrCommitTooLate
 	}
-	return got, err
+	moved := res[1]
+	if units > 0 && moved != units && moved != 0 || units <= 0 && (moved > 0 || moved < units) {
+		return 0, malformed("seckill_bucket_move.lua", res)
+	}
+	return moved, nil
 }
 
 func parseBorrowPair(res []any) (GrabReply, bool) {

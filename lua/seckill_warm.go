@@ -71,17 +71,33 @@ func WarmCommit(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale 
 // that is more than sale.Stock, the stock set is 0 and the excess is the caller's to take
 // from other buckets of the voucher (seckill/buckets.go).
 func WarmCommitQueued(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale Sale, rebuild bool, notAfter time.Time) (stock, queued int64, err error) {
+	return warmCommit(ctx, rdb, keys, sale, rebuild, false, notAfter)
+}
+
+// ErrSaleNotReady is WarmRefresh's answer for a sale Redis does not hold (its meta or stock
+// lost): nothing written; only a rebuild may bring it back.
+var ErrSaleNotReady = errors.New("lua: seckill sale not ready in Redis; nothing written")
+
+// WarmRefresh is WarmCommitQueued for a sale that is ready, leaving its stock as it is: it sets
+// the window and on/off and returns the stock and the orders queued (seckill_warm_commit.lua
+// with keep). sale.Stock is not used. ErrSaleNotReady if the sale is not ready.
+func WarmRefresh(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale Sale, notAfter time.Time) (stock, queued int64, err error) {
+	return warmCommit(ctx, rdb, keys, sale, false, true, notAfter)
+}
+
+func warmCommit(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale Sale, rebuild, keep bool, notAfter time.Time) (stock, queued int64, err error) {
 	res, err := seckillWarmCommit.Run(ctx, rdb, []string{keys.Meta, keys.Stock, keys.Buyers, keys.Orders},
 		sale.Begin.UnixMilli(), sale.End.UnixMilli(), flag(sale.On), sale.Stock, flag(rebuild), notAfter.UnixMilli(),
-		cmp.Or(sale.Retention, 7*24*time.Hour).Milliseconds()).Int64Slice()
-	if err != nil {
+		cmp.Or(sale.Retention, 7*24*time.Hour).Milliseconds(), flag(keep)).Int64Slice()
+	switch {
+	case err != nil:
 		return 0, 0, err
-	}
-	if len(res) != 2 {
+	case len(res) != 2:
 		return 0, 0, malformed("seckill_warm_commit.lua", res)
-	}
-	if res[0] == -1 {
+	case res[0] == -1:
 		return 0, 0, ErrCommitTooLate
+	case res[0] == -2:
+		return 0, 0, ErrSaleNotReady
 	}
 	return res[0], res[1], nil
 }

@@ -12,15 +12,27 @@
 -- would set a stock from a stale database read; past ARGV[6] it changes nothing.
 -- KEYS[1] meta   KEYS[2] stock   KEYS[3] buyers   KEYS[4] orders stream
 -- ARGV[1] begin (Unix ms)   ARGV[2] end   ARGV[3] on (1/0)   ARGV[4] database stock
--- ARGV[5] rebuild (1/0)   ARGV[6] not after (Unix ms)   ARGV[7] retention (ms)
+-- ARGV[5] rebuild (1/0)   ARGV[6] not after (Unix ms)   ARGV[7] retention (ms)   ARGV[8] keep (1/0)
 -- The four keys expire ARGV[7] after the sale's end (or after now, for a sale already over):
 -- buyers and orders grow with the sale, and nothing of a sale is needed long after it (the
 -- database holds the orders). meta's "keep" tells the grab script when, for the keys it creates.
--- Returns {stock set, orders queued in the stream}, or {-1, 0} (nothing written) past ARGV[6].
+-- With ARGV[8] = 1 (keep: a warm of stock buckets that are all ready, seckill/recovery_buckets.go)
+-- the stock is left as it is, and a sale that is not ready (its meta or stock lost since the
+-- caller looked) is left alone: only a rebuild may bring it back, with its buyers.
+-- Returns {stock set (or kept), orders queued in the stream}, or {-1, 0} (nothing written) past
+-- ARGV[6], or {-2, 0} (nothing written) with keep on a sale not ready.
 local now = redis.call('TIME')
 local nowms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 if nowms > tonumber(ARGV[6]) then
   return {-1, 0}
+end
+local keep = ARGV[8] == '1'
+local kept
+if keep then
+  kept = tonumber(redis.call('GET', KEYS[2]))
+  if not kept or redis.call('EXISTS', KEYS[1]) == 0 then
+    return {-2, 0}
+  end
 end
 local t = redis.call('TYPE', KEYS[4])['ok']
 if t ~= 'stream' and t ~= 'none' then
@@ -43,20 +55,23 @@ if t == 'stream' then
     end
   end
 end
-local stock = tonumber(ARGV[4]) - queued
-if stock < 0 then
-  stock = 0
+local stock = kept
+if not keep then
+  stock = tonumber(ARGV[4]) - queued
+  if stock < 0 then
+    stock = 0
+  end
+  redis.call('SET', KEYS[2], stock)
 end
-redis.call('SET', KEYS[2], stock)
 redis.call('HSET', KEYS[1], 'begin', ARGV[1], 'end', ARGV[2], 'on', ARGV[3])
 if ARGV[5] == '1' then
   local info = redis.pcall('INFO', 'server')
   local run = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or ''
   redis.call('HSET', KEYS[1], 'run', run, 'rebuilt', nowms)
 end
-local keep = math.max(tonumber(ARGV[2]), nowms) + tonumber(ARGV[7])
-redis.call('HSET', KEYS[1], 'keep', keep)
+local expires = math.max(tonumber(ARGV[2]), nowms) + tonumber(ARGV[7])
+redis.call('HSET', KEYS[1], 'keep', expires)
 for i = 1, 4 do
-  redis.call('PEXPIREAT', KEYS[i], keep)
+  redis.call('PEXPIREAT', KEYS[i], expires)
 end
 return {stock, queued}

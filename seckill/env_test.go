@@ -188,8 +188,12 @@ func (e *env) state(v int) state {
 }
 
 func quietLogger() *slog.Logger {
-	if os.Getenv("SECKILL_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if v := os.Getenv("SECKILL_LOG"); v != "" {
+		opts := &slog.HandlerOptions{}
+		if v == "debug" {
+			opts.Level = slog.LevelDebug
+		}
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }

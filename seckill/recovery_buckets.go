@@ -167,46 +167,22 @@ func (r *recovery) warmHomeBuyers(ctx context.Context, voucherID, k int, buyers 
 	return nil
 }
 
-// commitBuckets sets every bucket's window and stock and makes it ready. The database stock
-// less the orders queued in all streams is split evenly over the buckets; each bucket's
-// commit subtracts its own queue atomically (grabs go on meanwhile). A bucket whose queue grew
-// past its share between the estimate and its commit gets 0, and the excess is taken from the
-// next buckets, then from any bucket with stock: the sum stays exact.
+// commitBuckets sets every bucket's window and stock and makes it ready: a full rebuild splits
+// the stock (splitBuckets), a warm of ready buckets tops it up (topUpBuckets). More orders
+// queued than the database's stock (Redis sold units the database never had) is logged.
 func (r *recovery) commitBuckets(ctx context.Context, voucherID int, refs []int, sale sale, full bool) error {
-	k := len(refs)
-	lens := make([]int64, k)
-	var queued int64
-	for b, ref := range refs {
-		n, err := r.rdb.XLen(ctx, r.keys.sale(ref).Orders).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return fmt.Errorf("seckill: reading the queue of voucher %d: %w", voucherID, err)
-		}
-		lens[b], queued = n, queued+n
+	commit := r.topUpBuckets
+	if full {
+		commit = r.splitBuckets
 	}
-	avail := max(int64(sale.stock)-queued, 0)
-	var carry int64
-	for b, ref := range refs {
-		target := lens[b] + splitStock(avail, b, k) - carry
-		q, err := r.commitBucket(ctx, ref, sale, target, full)
-		if err != nil {
-			return err
-		}
-		carry = max(q-target, 0)
+	excess, err := commit(ctx, voucherID, refs, sale)
+	if err != nil {
+		return err
 	}
-	for _, ref := range refs {
-		if carry == 0 {
-			break
-		}
-		got, err := lua.DrainBucket(ctx, r.rdb, r.keys.script(ref), carry)
-		if err != nil {
-			return fmt.Errorf("seckill: moving stock between the buckets of voucher %d: %w", voucherID, err)
-		}
-		carry -= got
+	if excess > 0 {
+		r.log.Error("more orders queued than the database's stock", "voucher", voucherID, "excess", excess)
 	}
-	if carry > 0 {
-		r.log.Error("more orders queued than the database's stock", "voucher", voucherID, "excess", carry)
-	}
-	zs := make([]redis.Z, k)
+	zs := make([]redis.Z, len(refs))
 	for b, ref := range refs {
 		zs[b] = redis.Z{Score: float64(sale.end.UnixMilli()), Member: ref}
 	}
@@ -216,24 +192,121 @@ func (r *recovery) commitBuckets(ctx context.Context, voucherID int, refs []int,
 	return nil
 }
 
-// commitBucket commits one bucket with stock target less its queue (see commit for the
-// deadline) and returns the orders its stream held.
-func (r *recovery) commitBucket(ctx context.Context, ref int, sale sale, target int64, full bool) (int64, error) {
+// splitBuckets commits a full rebuild, every bucket reset (none admits until its commit): the
+// database stock less the orders queued in all streams is split evenly over the buckets, each
+// bucket's commit subtracting its own queue. A bucket whose queue is past its share (orders
+// failed back meanwhile aside, only if more orders are queued than the database has units)
+// gets 0, and the excess is taken from the next buckets, then from any bucket with stock. It
+// returns the excess it could not take.
+func (r *recovery) splitBuckets(ctx context.Context, voucherID int, refs []int, sale sale) (int64, error) {
+	k := len(refs)
+	lens := make([]int64, k)
+	var queued int64
+	for b, ref := range refs {
+		n, err := r.rdb.XLen(ctx, r.keys.sale(ref).Orders).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, fmt.Errorf("seckill: reading the queue of voucher %d: %w", voucherID, err)
+		}
+		lens[b], queued = n, queued+n
+	}
+	avail := max(int64(sale.stock)-queued, 0)
+	var carry int64
+	for b, ref := range refs {
+		if testHookBeforeBucketCommit != nil {
+			testHookBeforeBucketCommit(b)
+		}
+		target := lens[b] + splitStock(avail, b, k) - carry
+		s := sale.script()
+		s.Stock = target
+		q, err := timed(ctx, r, ref, func(ctx context.Context, notAfter time.Time) (int64, error) {
+			_, q, err := lua.WarmCommitQueued(ctx, r.rdb, r.keys.script(ref), s, true, notAfter)
+			return q, err
+		})
+		if err != nil {
+			return 0, err
+		}
+		carry = max(q-target, 0)
+	}
+	r.log.Debug("voucher buckets split", "voucher", voucherID, "db_stock", sale.stock, "queued", lens, "excess", carry)
+	return r.takeStock(ctx, refs, carry)
+}
+
+// topUpBuckets commits a warm of buckets that are all ready, selling meanwhile: it sets each
+// bucket's window and moves only the difference between the database's stock and the units
+// the buckets hold, their stock plus their queued orders. A sale moves a unit from one to the
+// other, so each bucket's sum holds still while it sells, and the total is exact though the
+// buckets are read one after the other. Setting each bucket's stock to a share instead would
+// hand one bucket units that another, not yet set, went on selling: sold twice. It returns the
+// excess it could not take.
+func (r *recovery) topUpBuckets(ctx context.Context, voucherID int, refs []int, sale sale) (int64, error) {
+	var held int64
+	for b, ref := range refs {
+		if testHookBeforeBucketCommit != nil {
+			testHookBeforeBucketCommit(b)
+		}
+		n, err := timed(ctx, r, ref, func(ctx context.Context, notAfter time.Time) (int64, error) {
+			stock, queued, err := lua.WarmRefresh(ctx, r.rdb, r.keys.script(ref), sale.script(), notAfter)
+			return stock + queued, err
+		})
+		if err != nil {
+			return 0, err
+		}
+		held += n
+	}
+	diff := int64(sale.stock) - held
+	r.log.Debug("voucher buckets topped up", "voucher", voucherID, "db_stock", sale.stock, "held", held)
+	if diff < 0 {
+		return r.takeStock(ctx, refs, -diff)
+	}
+	for b, ref := range refs {
+		if add := splitStock(diff, b, len(refs)); add > 0 {
+			// A bucket lost meanwhile takes none: the grab that finds it starts a rebuild.
+			_, err := timed(ctx, r, ref, func(ctx context.Context, notAfter time.Time) (int64, error) {
+				return lua.MoveBucketStock(ctx, r.rdb, r.keys.script(ref), add, notAfter)
+			})
+			if err != nil {
+				return 0, err
+			}
+		}
+	}
+	return 0, nil
+}
+
+// takeStock takes n units from the buckets' stock, in order, and returns what it could not
+// take.
+func (r *recovery) takeStock(ctx context.Context, refs []int, n int64) (int64, error) {
+	for _, ref := range refs {
+		if n == 0 {
+			break
+		}
+		want := n
+		moved, err := timed(ctx, r, ref, func(ctx context.Context, notAfter time.Time) (int64, error) {
+			return lua.MoveBucketStock(ctx, r.rdb, r.keys.script(ref), -want, notAfter)
+		})
+		if err != nil {
+			return 0, err
+		}
+		n += moved
+	}
+	return n, nil
+}
+
+// testHookBeforeBucketCommit, set by tests only, runs before a warm commits each bucket.
+var testHookBeforeBucketCommit func(bucket int)
+
+// timed runs one of a warm's writes to a bucket, which Redis runs only until notAfter by its
+// clock (see commit): if it failed otherwise, it may still run, and timed waits until it no
+// longer can, holding the voucher's locks.
+func timed[T any](ctx context.Context, r *recovery, ref int, write func(ctx context.Context, notAfter time.Time) (T, error)) (T, error) {
 	notAfter := time.Now().Add(warmCommitTimeout)
 	cctx, cancel := context.WithDeadline(ctx, notAfter)
 	defer cancel()
-	s := sale.script()
-	s.Stock = target
-	type res struct{ stock, queued int64 }
-	got, err := redisctx.Do(cctx, r.rdb, func(ctx context.Context) (res, error) {
-		st, q, err := lua.WarmCommitQueued(ctx, r.rdb, r.keys.script(ref), s, full, notAfter)
-		return res{st, q}, err
-	})
+	got, err := redisctx.Do(cctx, r.rdb, func(ctx context.Context) (T, error) { return write(ctx, notAfter) })
 	if err != nil {
-		if !errors.Is(err, lua.ErrCommitTooLate) {
+		if !errors.Is(err, lua.ErrCommitTooLate) && !errors.Is(err, lua.ErrSaleNotReady) {
 			time.Sleep(time.Until(notAfter.Add(warmClockMargin)))
 		}
-		return 0, fmt.Errorf("seckill: committing bucket %d of voucher %d: %w", bucketOf(ref), voucherOf(ref), err)
+		return got, fmt.Errorf("seckill: committing bucket %d of voucher %d: %w", bucketOf(ref), voucherOf(ref), err)
 	}
-	return got.queued, nil
+	return got, nil
 }

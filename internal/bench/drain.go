@@ -142,6 +142,7 @@ type drain struct {
 	ctx   context.Context
 	cfg   app.Config
 	prof  string // -cpuprofile
+	batch int    // -batch: the consumer's BatchSize
 	app   *app.App
 	svc   *seckill.Service
 	out   *output
@@ -158,14 +159,14 @@ type drain struct {
 }
 
 func runDrain(ctx context.Context, args []string, out *output) error {
-	cfg, n, timeout, prof, err := drainFlags(args, out)
+	cfg, n, batch, timeout, prof, err := drainFlags(args, out)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	began := time.Now()
-	d := &drain{ctx: ctx, cfg: cfg, out: out, n: n, prof: prof}
+	d := &drain{ctx: ctx, cfg: cfg, out: out, n: n, batch: batch, prof: prof}
 	d.res = DrainResult{Scenario: "drain", Redis: strings.Join(cfg.RedisAddrs, ","), Run: runID(), Namespace: cfg.Namespace, Orders: n}
 	closeAll, err := d.open()
 	if err != nil {
@@ -192,7 +193,7 @@ func runDrain(ctx context.Context, args []string, out *output) error {
 }
 
 // drainFlags parses the scenario's flags and checks the configuration.
-func drainFlags(args []string, out *output) (cfg app.Config, n int, timeout time.Duration, prof string, err error) {
+func drainFlags(args []string, out *output) (cfg app.Config, n, batch int, timeout time.Duration, prof string, err error) {
 	fs := flag.NewFlagSet("surge bench drain", flag.ContinueOnError)
 	fs.SetOutput(out.errw)
 	fs.Usage = func() {
@@ -201,25 +202,28 @@ func drainFlags(args []string, out *output) (cfg app.Config, n int, timeout time
 	}
 	build := app.ConfigFlags(fs, nil)
 	fs.IntVar(&n, "orders", 50_000, "orders to queue and drain")
+	fs.IntVar(&batch, "batch", 500, "the consumer's batch: entries per read and per transaction (seckill.Options.BatchSize)")
 	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	fs.StringVar(&prof, "cpuprofile", "", "write a CPU profile of this process while the consumer drains to this file")
 	jsonOnly := fs.Bool("json-only", false, "print only the final JSON line")
 	if err := fs.Parse(args); err != nil {
-		return app.Config{}, 0, 0, "", err
+		return app.Config{}, 0, 0, 0, "", err
 	}
 	out.jsonOnly = *jsonOnly
 	cfg, err = build()
 	switch {
 	case err != nil:
-		return cfg, 0, 0, "", err
+		return cfg, 0, 0, 0, "", err
 	case cfg.MySQLDSN == "" || len(cfg.RedisAddrs) == 0:
-		return cfg, 0, 0, "", errors.New("bench drain: needs real MySQL and Redis (set SURGE_MYSQL_DSN and SURGE_REDIS_ADDRS, or -mysql-dsn and -redis-addrs); it measures MySQL writes, which the embedded SQLite default does not represent")
+		return cfg, 0, 0, 0, "", errors.New("bench drain: needs real MySQL and Redis (set SURGE_MYSQL_DSN and SURGE_REDIS_ADDRS, or -mysql-dsn and -redis-addrs); it measures MySQL writes, which the embedded SQLite default does not represent")
 	case cfg.SeckillStrategy != "lua":
-		return cfg, 0, 0, "", errors.New("bench drain: the sync strategy has no order stream")
+		return cfg, 0, 0, 0, "", errors.New("bench drain: the sync strategy has no order stream")
 	case n < 1 || n > 1_000_000:
-		return cfg, 0, 0, "", errors.New("bench drain: -orders in [1, 1000000]")
+		return cfg, 0, 0, 0, "", errors.New("bench drain: -orders in [1, 1000000]")
+	case batch < 1 || batch > 5000:
+		return cfg, 0, 0, 0, "", errors.New("bench drain: -batch in [1, 5000]")
 	}
-	return cfg, n, timeout, prof, nil
+	return cfg, n, batch, timeout, prof, nil
 }
 
 // open starts the app (no consumer of its own) and a seckill service without a rate limit.
@@ -234,12 +238,13 @@ func (d *drain) open() (closeAll func(), err error) {
 	so := d.app.SeckillOptions()
 	so.RateLimit = seckill.RateLimit{PerSecond: -1}
 	so.Logger = log
+	so.BatchSize = d.batch
 	if d.svc, err = seckill.New(d.app.DB.Ent, d.app.Redis, so); err != nil {
 		d.app.Close()
 		d.stopGC()
 		return nil, err
 	}
-	d.res.Batch = 500 // seckill.Options' default BatchSize
+	d.res.Batch = d.batch
 	d.out.printf("drain: %d orders, Redis %s, MySQL, batch %d\n", d.n, d.res.Redis, d.res.Batch)
 	return func() { d.svc.Close(); d.app.Close(); d.stopGC() }, nil
 }
