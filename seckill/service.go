@@ -78,7 +78,7 @@ type Options struct {
 	StreamClient redis.UniversalClient
 	Group        string // consumer group name ("orders")
 	Consumer     string // this process's consumer name (host-pid-random)
-	BatchSize    int    // entries per read and per transaction (500)
+	BatchSize    int    // entries per read and per transaction (DefaultBatchSize)
 	// Readers is how many vouchers the consumer of a process persists at once, whatever the
 	// number of live vouchers: each voucher with new entries waits its turn in a fair queue.
 	// (16)
@@ -118,13 +118,18 @@ const DefaultReaders = defaultReaders
 // DefaultPrefix names the sale keys and locks when Options.Prefix is empty.
 const DefaultPrefix = "seckill"
 
+// DefaultBatchSize is Options.BatchSize's default: a read of 1 000 new entries costs Redis about
+// 0.8 ms (0.43 ms for 500), and one transaction per 1 000 rows drained 6-9 % faster than per 500
+// (bench drain -orders 200000, three interleaved pairs: 1.06-1.09x raw 500-row INSERTs against
+// 0.98-0.99x). While its process admits orders a reader reads fewer (surgeBatchSize).
+const DefaultBatchSize = 1000
+
 // The defaults of Options.
 const (
 	defaultPrefix           = DefaultPrefix
 	defaultDialect          = "mysql"
 	defaultPipelines        = 2
 	defaultGroup            = "orders"
-	defaultBatchSize        = 500
 	defaultReaders          = 16
 	defaultSweepRate        = 40
 	defaultClaimIdle        = 30 * time.Second
@@ -154,7 +159,7 @@ func (o *Options) setDefaults() {
 		host, _ := os.Hostname()
 		o.Consumer = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), rand.Text()[:6])
 	}
-	o.BatchSize = positive(o.BatchSize, defaultBatchSize)
+	o.BatchSize = positive(o.BatchSize, DefaultBatchSize)
 	o.Readers = positive(o.Readers, defaultReaders)
 	o.SweepRate = positive(o.SweepRate, defaultSweepRate)
 	o.ClaimIdle = positive(o.ClaimIdle, defaultClaimIdle)

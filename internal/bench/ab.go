@@ -204,7 +204,7 @@ func abFlags(args []string, out *output) (abOpts, app.Config, string, error) {
 	fs.IntVar(&o.users, "users", 20_000, "admission: users (each grabs once; bench seckill -users)")
 	fs.IntVar(&o.sales, "sales", 3, "admission: sales per round, each with its own baselines; a round's figure is their median (bench seckill -sales)")
 	fs.IntVar(&o.baselineN, "baseline-n", 100_000, "admission: requests of each redis-benchmark run (bench seckill -baseline-n)")
-	fs.IntVar(&o.orders, "orders", 50_000, "drain: orders queued then drained (bench drain -orders)")
+	fs.IntVar(&o.orders, "orders", 200_000, "drain: orders queued then drained (bench drain -orders)")
 	fs.IntVar(&o.closed, "closed", 200, "grabs: workers of the closed loop")
 	fs.Float64Var(&o.rate, "rate", 2000, "grabs: requests per second of the open loop")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "grabs: length of each step")

@@ -27,12 +27,12 @@ import (
 const drainHelp = `surge bench drain: how fast the order stream consumer writes admitted orders into MySQL,
 next to raw 500-row multi-value INSERTs of the same rows, in the same run.
 
-  SURGE_REDIS_ADDRS=127.0.0.1:6379 SURGE_MYSQL_DSN='user:pass@tcp(127.0.0.1:3306)/surge' surge bench drain [-orders N]
+  SURGE_REDIS_ADDRS=127.0.0.1:6379 SURGE_MYSQL_DSN='user:pass@tcp(127.0.0.1:3306)/surge' surge bench drain [-orders N] [-batch B]
 
 It inserts -orders users in bulk (the orders reference them), creates a SECKILL voucher (stock
 = orders), admits every user once through the real admission script (pipelined EVALSHA of
 lua/seckill_grab.lua), so the voucher's stream holds N orders, then starts Service.RunConsumer
-(default batch 500) and polls XLEN until the stream is empty: rows/s from the first batch
+(-batch: its batch size, 1 000 by default) and polls XLEN until the stream is empty: rows/s from the first batch
 persisted to the last (and from the consumer's start). The raw baseline writes the same rows
 into tb_voucher_order with plain INSERT ... VALUES (...),(...) statements of 500 rows on one
 connection (autocommit), before and after the drain (deleting them after each, and once
@@ -201,8 +201,8 @@ func drainFlags(args []string, out *output) (cfg app.Config, n, batch int, timeo
 		fs.PrintDefaults()
 	}
 	build := app.ConfigFlags(fs, nil)
-	fs.IntVar(&n, "orders", 50_000, "orders to queue and drain")
-	fs.IntVar(&batch, "batch", 500, "the consumer's batch: entries per read and per transaction (seckill.Options.BatchSize)")
+	fs.IntVar(&n, "orders", 200_000, "orders to queue and drain (a drain of 50 000 lasts about half a second: one burst of the database's background work decides its rate)")
+	fs.IntVar(&batch, "batch", seckill.DefaultBatchSize, "the consumer's batch: entries per read and per transaction (seckill.Options.BatchSize)")
 	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	fs.StringVar(&prof, "cpuprofile", "", "write a CPU profile of this process while the consumer drains to this file")
 	jsonOnly := fs.Bool("json-only", false, "print only the final JSON line")

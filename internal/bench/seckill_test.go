@@ -516,7 +516,7 @@ func TestDrain(t *testing.T) {
 		t.Run(tg.name, func(t *testing.T) {
 			rdb := tg.rdb(t)
 			pfx := namespace(t, rdb)
-			err, res, _ := runErr(t, "drain", "-redis-addrs", tg.addrs, "-mysql-dsn", testenv.MySQL(t), "-namespace", pfx, "-orders", "2000")
+			err, res, _ := runErr(t, "drain", "-redis-addrs", tg.addrs, "-mysql-dsn", testenv.MySQL(t), "-namespace", pfx, "-orders", "2000", "-batch", "500")
 			if err != nil {
 				t.Fatal(err)
 			}
