@@ -95,10 +95,13 @@ set -e
 printf '%%s\n%%s\n%%s\n' "$SURGE_TEST_REDIS_REPLICA_CLUSTER_ADDRS" "$SURGE_TEST_REDIS_SENTINEL_ADDRS" "$SURGE_TEST_REDIS_SENTINEL_MASTER" > %[1]q
 pid=$(redis-cli -p %[2]d info server | tr -d '\r' | sed -n 's/^process_id://p')
 kill -9 "$pid"
-for i in $(seq 200); do
+# Sentinel retries a failed election after twice its failover-timeout (3 s): under load the
+# promotion has taken over 10 s.
+for i in $(seq 600); do
 	[ "$(redis-cli -p %[3]d role 2>/dev/null | head -1)" = master ] && break
 	sleep 0.05
 done
+[ "$(redis-cli -p %[3]d role 2>/dev/null | head -1)" = master ] || { echo "no replica promoted within 30 s" >&2; exit 1; }
 bash ensure-redis-failover.sh >> %[1]q
 redis-cli -p %[2]d role | head -3 | tr '\n' ' ' >> %[1]q
 `, seen, e.data[0], e.data[1])
