@@ -38,7 +38,7 @@ func TestMoveBucketStock(t *testing.T) {
 }
 
 // TestWarmRefreshKeepsTheStock: a refresh sets the window and returns the stock and queue as
-// they are; on a sale Redis lost (no meta or no stock) it writes nothing.
+// they are, an update sets the stock; on a sale Redis lost (no meta or no stock) neither writes.
 func TestWarmRefreshKeepsTheStock(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
@@ -66,9 +66,15 @@ func TestWarmRefreshKeepsTheStock(t *testing.T) {
 			t.Fatalf("refresh: stock %d, queued %d, %v; stock key %s, on %s; want 98, 2, on 0",
 				stock, queued, err, rdb.Get(ctx, keys.Stock).Val(), rdb.HGet(ctx, keys.Meta, "on").Val())
 		}
+		if n, err := WarmUpdate(ctx, rdb, keys, sale, soon); err != nil || n != 5 || rdb.Get(ctx, keys.Stock).Val() != "5" {
+			t.Fatalf("update: stock %d, %v; want 7 less the 2 queued", n, err)
+		}
 		rdb.Del(ctx, keys.Meta)
 		if _, _, err := WarmRefresh(ctx, rdb, keys, sale, soon); !errors.Is(err, ErrSaleNotReady) || rdb.Exists(ctx, keys.Meta).Val() != 0 {
 			t.Fatalf("refresh of a sale whose meta is lost: %v, meta exists %d", err, rdb.Exists(ctx, keys.Meta).Val())
+		}
+		if _, err := WarmUpdate(ctx, rdb, keys, sale, soon); !errors.Is(err, ErrSaleNotReady) || rdb.Exists(ctx, keys.Meta).Val() != 0 {
+			t.Fatalf("update of a sale whose meta is lost: %v, meta exists %d", err, rdb.Exists(ctx, keys.Meta).Val())
 		}
 	})
 }

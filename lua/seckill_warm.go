@@ -71,24 +71,31 @@ func WarmCommit(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale 
 // that is more than sale.Stock, the stock set is 0 and the excess is the caller's to take
 // from other buckets of the voucher (seckill/buckets.go).
 func WarmCommitQueued(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale Sale, rebuild bool, notAfter time.Time) (stock, queued int64, err error) {
-	return warmCommit(ctx, rdb, keys, sale, rebuild, false, notAfter)
+	return warmCommit(ctx, rdb, keys, sale, rebuild, "set", notAfter)
 }
 
-// ErrSaleNotReady is WarmRefresh's answer for a sale Redis does not hold (its meta or stock
-// lost): nothing written; only a rebuild may bring it back.
+// ErrSaleNotReady is WarmUpdate's and WarmRefresh's answer for a sale Redis does not hold (its
+// meta or stock lost): nothing written; only a rebuild may bring it back, with its buyers.
 var ErrSaleNotReady = errors.New("lua: seckill sale not ready in Redis; nothing written")
+
+// WarmUpdate is WarmCommit without rebuild for a sale that is ready: ErrSaleNotReady if Redis
+// lost it since the caller looked, instead of making it ready again without its buyers.
+func WarmUpdate(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale Sale, notAfter time.Time) (int64, error) {
+	stock, _, err := warmCommit(ctx, rdb, keys, sale, false, "update", notAfter)
+	return stock, err
+}
 
 // WarmRefresh is WarmCommitQueued for a sale that is ready, leaving its stock as it is: it sets
 // the window and on/off and returns the stock and the orders queued (seckill_warm_commit.lua
 // with keep). sale.Stock is not used. ErrSaleNotReady if the sale is not ready.
 func WarmRefresh(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale Sale, notAfter time.Time) (stock, queued int64, err error) {
-	return warmCommit(ctx, rdb, keys, sale, false, true, notAfter)
+	return warmCommit(ctx, rdb, keys, sale, false, "keep", notAfter)
 }
 
-func warmCommit(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale Sale, rebuild, keep bool, notAfter time.Time) (stock, queued int64, err error) {
+func warmCommit(ctx context.Context, rdb redis.Scripter, keys SeckillKeys, sale Sale, rebuild bool, mode string, notAfter time.Time) (stock, queued int64, err error) {
 	res, err := seckillWarmCommit.Run(ctx, rdb, []string{keys.Meta, keys.Stock, keys.Buyers, keys.Orders},
 		sale.Begin.UnixMilli(), sale.End.UnixMilli(), flag(sale.On), sale.Stock, flag(rebuild), notAfter.UnixMilli(),
-		cmp.Or(sale.Retention, 7*24*time.Hour).Milliseconds(), flag(keep)).Int64Slice()
+		cmp.Or(sale.Retention, 7*24*time.Hour).Milliseconds(), mode).Int64Slice()
 	switch {
 	case err != nil:
 		return 0, 0, err

@@ -12,23 +12,25 @@
 -- would set a stock from a stale database read; past ARGV[6] it changes nothing.
 -- KEYS[1] meta   KEYS[2] stock   KEYS[3] buyers   KEYS[4] orders stream
 -- ARGV[1] begin (Unix ms)   ARGV[2] end   ARGV[3] on (1/0)   ARGV[4] database stock
--- ARGV[5] rebuild (1/0)   ARGV[6] not after (Unix ms)   ARGV[7] retention (ms)   ARGV[8] keep (1/0)
+-- ARGV[5] rebuild (1/0)   ARGV[6] not after (Unix ms)   ARGV[7] retention (ms)   ARGV[8] mode
 -- The four keys expire ARGV[7] after the sale's end (or after now, for a sale already over):
 -- buyers and orders grow with the sale, and nothing of a sale is needed long after it (the
 -- database holds the orders). meta's "keep" tells the grab script when, for the keys it creates.
--- With ARGV[8] = 1 (keep: a warm of stock buckets that are all ready, seckill/recovery_buckets.go)
--- the stock is left as it is, and a sale that is not ready (its meta or stock lost since the
--- caller looked) is left alone: only a rebuild may bring it back, with its buyers.
+-- ARGV[8] is the mode: 'set' sets the stock as above, whatever Redis holds (a new sale, a
+-- rebuild); 'update' too, but only on a sale that is ready; 'keep' (a warm of stock buckets
+-- that are all ready, seckill/recovery_buckets.go) leaves the stock as it is, on a sale that is
+-- ready. A sale not ready (its meta or stock lost since the caller looked) is left alone by
+-- 'update' and 'keep': only a rebuild may bring it back, with its buyers.
 -- Returns {stock set (or kept), orders queued in the stream}, or {-1, 0} (nothing written) past
--- ARGV[6], or {-2, 0} (nothing written) with keep on a sale not ready.
+-- ARGV[6], or {-2, 0} (nothing written) with 'update' or 'keep' on a sale not ready.
 local now = redis.call('TIME')
 local nowms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 if nowms > tonumber(ARGV[6]) then
   return {-1, 0}
 end
-local keep = ARGV[8] == '1'
+local keep = ARGV[8] == 'keep'
 local kept
-if keep then
+if ARGV[8] ~= 'set' then
   kept = tonumber(redis.call('GET', KEYS[2]))
   if not kept or redis.call('EXISTS', KEYS[1]) == 0 then
     return {-2, 0}

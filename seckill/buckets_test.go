@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -449,5 +450,57 @@ func TestWarmWhileBucketsSell(t *testing.T) {
 	}
 	if st := e.state(v); st.dbStock != stock {
 		t.Errorf("database stock %d, want %d (nothing persisted)", st.dbStock, stock)
+	}
+}
+
+// TestWarmOfALostSaleRebuildsIt: Redis loses a voucher's sale between a warm's look at it
+// (ready) and its commit (a flush, a failover). The warm used to make it ready again without
+// its buyers: a user whose order is in the database could buy again (the database then
+// refuses the second order, FAILED after the user was told yes). Now the warm rebuilds it,
+// buyers included, under the locks it holds. With one bucket and with three.
+func TestWarmOfALostSaleRebuildsIt(t *testing.T) {
+	for _, k := range []int{1, 3} {
+		t.Run("buckets="+strconv.Itoa(k), func(t *testing.T) {
+			rdb := testenv.Redis(t)
+			e := newEnv(t, rdb)
+			s := e.service(seckill.Options{})
+			e.consume(s)
+			const stock = 9
+			v := e.bucketVoucher(stock, k)
+			ctx := context.Background()
+			if err := s.Warm(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+			users := e.users(k)
+			for _, u := range users {
+				if _, err := s.Grab(ctx, u, v); err != nil {
+					t.Fatalf("grab by user %d: %v", u, err)
+				}
+			}
+			e.waitFor("the orders in MySQL", 10*time.Second, func() bool { return e.state(v).orders == k })
+			lose := func() {
+				for _, bk := range e.bucketKeys(v, k) {
+					rdb.Del(ctx, bk.Meta, bk.Stock, bk.Buyers, bk.Orders)
+				}
+			}
+			var once sync.Once
+			restore := seckill.SetBeforeWarmCommitHook(func() { once.Do(lose) })
+			if k > 1 {
+				restore = seckill.SetBeforeBucketCommitHook(func(int) { once.Do(lose) })
+			}
+			defer restore()
+			if err := s.Warm(ctx, v); err != nil {
+				t.Fatalf("warm of a sale lost meanwhile: %v", err)
+			}
+			restore()
+			for _, u := range users {
+				if _, err := s.Grab(ctx, u, v); !errors.Is(err, seckill.ErrAlreadyPurchased) {
+					t.Errorf("user %d, whose order is in MySQL, grabbed again: %v, want ErrAlreadyPurchased", u, err)
+				}
+			}
+			if got, err := s.Stock(ctx, v); err != nil || got != stock-k {
+				t.Errorf("stock in Redis %d (%v), want %d", got, err, stock-k)
+			}
+		})
 	}
 }

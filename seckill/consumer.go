@@ -89,6 +89,7 @@ func (c *consumer) run(ctx context.Context) {
 	defer rebuilds.wait()
 	restarts := &restartWatch{rdb: c.rdb}
 	suspects := map[int]bool{} // vouchers to check for staleness until found current
+	suspectAll := false        // a restart seen: every live voucher is a suspect, once listed
 	tick := time.NewTicker(supervisorTick)
 	defer tick.Stop()
 	for {
@@ -99,10 +100,14 @@ func (c *consumer) run(ctx context.Context) {
 			c.ready.setLive(live)
 			sw.setLive(live)
 		}
-		if restarts.changed(ctx) {
+		// A restart is often seen in a pass whose listing failed (CLUSTERDOWN right after a
+		// promotion): its vouchers are suspects as soon as a listing succeeds.
+		suspectAll = restarts.changed(ctx) || suspectAll
+		if suspectAll && err == nil {
 			for _, v := range live {
 				suspects[v] = true
 			}
+			suspectAll = false
 		}
 		for v := range suspects {
 			stale, ok := c.stale(ctx, v)

@@ -131,7 +131,16 @@ func (r *recovery) warmHeld(ctx context.Context, voucherID int, full bool) error
 	if err := r.prepare(ctx, voucherID, full); err != nil {
 		return err
 	}
-	if err := r.commit(ctx, voucherID, sale, full); err != nil {
+	err = r.commit(ctx, voucherID, sale, full)
+	if errors.Is(err, lua.ErrSaleNotReady) {
+		// Redis lost the sale since it was read (a flush, a failover): rebuild it, with its
+		// buyers, under the locks still held.
+		full = true
+		if err = r.prepare(ctx, voucherID, full); err == nil {
+			err = r.commit(ctx, voucherID, sale, full)
+		}
+	}
+	if err != nil {
 		return err
 	}
 	if full {
@@ -191,10 +200,13 @@ func (r *recovery) commit(ctx context.Context, voucherID int, sale sale, full bo
 	cctx, cancel := context.WithDeadline(ctx, notAfter)
 	defer cancel()
 	_, err := redisctx.Do(cctx, r.rdb, func(ctx context.Context) (int64, error) {
-		return lua.WarmCommit(ctx, r.rdb, r.keys.script(voucherID), sale.script(), full, notAfter)
+		if !full {
+			return lua.WarmUpdate(ctx, r.rdb, r.keys.script(voucherID), sale.script(), notAfter)
+		}
+		return lua.WarmCommit(ctx, r.rdb, r.keys.script(voucherID), sale.script(), true, notAfter)
 	})
 	if err != nil {
-		if !errors.Is(err, lua.ErrCommitTooLate) {
+		if !errors.Is(err, lua.ErrCommitTooLate) && !errors.Is(err, lua.ErrSaleNotReady) {
 			// It may still run: hold the row lock until it no longer can, even if ctx ended.
 			time.Sleep(time.Until(notAfter.Add(warmClockMargin)))
 		}

@@ -73,7 +73,16 @@ func (r *recovery) warmBuckets(ctx context.Context, voucherID int, sale sale, pr
 			return err
 		}
 	}
-	if err := r.commitBuckets(ctx, voucherID, refs, sale, full); err != nil {
+	err := r.commitBuckets(ctx, voucherID, refs, sale, full)
+	if errors.Is(err, lua.ErrSaleNotReady) {
+		// A bucket was lost since it was read (a flush, a failover), before any stock moved:
+		// rebuild them all, with their buyers, under the locks still held.
+		full = true
+		if err = r.resetBuckets(ctx, voucherID, refs, queuedMax); err == nil {
+			err = r.commitBuckets(ctx, voucherID, refs, sale, full)
+		}
+	}
+	if err != nil {
 		return err
 	}
 	r.borrow.forgetEmpty(voucherID)
