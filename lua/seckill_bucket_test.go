@@ -17,9 +17,7 @@ import (
 func TestMoveBucketStock(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		tag := "lua-test:{" + testenv.Phone() + "}:"
-		keys := SeckillKeys{Stock: tag + "stock"}
-		t.Cleanup(func() { rdb.Del(context.Background(), keys.Stock) })
+		keys := testSaleKeys(t, rdb)
 		soon := time.Now().Add(time.Minute)
 		if n, err := MoveBucketStock(ctx, rdb, keys, 5, soon); err != nil || n != 0 || rdb.Exists(ctx, keys.Stock).Val() != 0 {
 			t.Fatalf("adding to a bucket with no stock: moved %d, %v; key exists %d", n, err, rdb.Exists(ctx, keys.Stock).Val())
@@ -42,9 +40,7 @@ func TestMoveBucketStock(t *testing.T) {
 func TestWarmRefreshKeepsTheStock(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		tag := "lua-test:{" + testenv.Phone() + "}:"
-		keys := SeckillKeys{Meta: tag + "meta", Stock: tag + "stock", Buyers: tag + "buyers", Orders: tag + "orders"}
-		t.Cleanup(func() { rdb.Del(context.Background(), keys.Meta, keys.Stock, keys.Buyers, keys.Orders) })
+		keys := testSaleKeys(t, rdb)
 		now := time.Now()
 		sale := Sale{Begin: now.Add(-time.Minute), End: now.Add(time.Hour), On: true, Stock: 100, Retention: time.Minute}
 		soon := now.Add(time.Minute)

@@ -10,14 +10,21 @@ import (
 	"github.com/surgekit/surge/internal/testenv"
 )
 
+// testSaleKeys are a sale's keys under a hash tag of the test's own, deleted at its end.
+func testSaleKeys(t *testing.T, rdb redis.UniversalClient) SeckillKeys {
+	tag := "lua-test:{" + testenv.Phone() + "}:"
+	k := SeckillKeys{Meta: tag + "meta", Stock: tag + "stock", Buyers: tag + "buyers", Orders: tag + "orders"}
+	t.Cleanup(func() { rdb.Del(context.Background(), k.Meta, k.Stock, k.Buyers, k.Orders) })
+	return k
+}
+
 // TestGrabScriptRefusesMalformedArguments: argument lists the wrapper never builds (no pair,
 // half a pair) are refused by the script before it writes anything.
 func TestGrabScriptRefusesMalformedArguments(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		tag := "lua-test:{" + testenv.Phone() + "}:"
-		keys := []string{tag + "meta", tag + "stock", tag + "buyers", tag + "orders"}
-		t.Cleanup(func() { rdb.Del(context.Background(), keys...) })
+		k := testSaleKeys(t, rdb)
+		keys := []string{k.Meta, k.Stock, k.Buyers, k.Orders}
 		rdb.HSet(ctx, keys[0], "begin", 0, "end", int64(1)<<50, "on", 1)
 		rdb.Set(ctx, keys[1], 5, 0)
 		for _, args := range [][]any{{1}, {1, 5}, {1, 5, 105, 6}} {

@@ -104,7 +104,13 @@ func (r *recovery) warmLocked(ctx context.Context, voucherID int, full bool) err
 	}
 	onLock := *r
 	onLock.store = held // reads on the lock's connection (recoveryStore.holdVoucher)
-	return onLock.warmHeld(ctx, voucherID, full)
+	err = onLock.warmHeld(ctx, voucherID, full)
+	if !full && errors.Is(err, lua.ErrSaleNotReady) {
+		// Redis lost the sale (or a bucket of it) since the warm found it ready, before any
+		// stock moved (a flush, a failover): rebuild it, with its buyers, under the locks held.
+		err = onLock.warmHeld(ctx, voucherID, true)
+	}
+	return err
 }
 
 // warmHeld is warmLocked once the voucher's row lock is held.
@@ -131,16 +137,7 @@ func (r *recovery) warmHeld(ctx context.Context, voucherID int, full bool) error
 	if err := r.prepare(ctx, voucherID, full); err != nil {
 		return err
 	}
-	err = r.commit(ctx, voucherID, sale, full)
-	if errors.Is(err, lua.ErrSaleNotReady) {
-		// Redis lost the sale since it was read (a flush, a failover): rebuild it, with its
-		// buyers, under the locks still held.
-		full = true
-		if err = r.prepare(ctx, voucherID, full); err == nil {
-			err = r.commit(ctx, voucherID, sale, full)
-		}
-	}
-	if err != nil {
+	if err := r.commit(ctx, voucherID, sale, full); err != nil {
 		return err
 	}
 	if full {
@@ -196,27 +193,38 @@ func (r *recovery) commit(ctx context.Context, voucherID int, sale sale, full bo
 	if testHookBeforeWarmCommit != nil {
 		testHookBeforeWarmCommit()
 	}
-	notAfter := time.Now().Add(warmCommitTimeout)
-	cctx, cancel := context.WithDeadline(ctx, notAfter)
-	defer cancel()
-	_, err := redisctx.Do(cctx, r.rdb, func(ctx context.Context) (int64, error) {
+	_, err := timed(ctx, r.rdb, "voucher "+strconv.Itoa(voucherID), func(ctx context.Context, notAfter time.Time) (int64, error) {
 		if !full {
 			return lua.WarmUpdate(ctx, r.rdb, r.keys.script(voucherID), sale.script(), notAfter)
 		}
 		return lua.WarmCommit(ctx, r.rdb, r.keys.script(voucherID), sale.script(), true, notAfter)
 	})
 	if err != nil {
-		if !errors.Is(err, lua.ErrCommitTooLate) && !errors.Is(err, lua.ErrSaleNotReady) {
-			// It may still run: hold the row lock until it no longer can, even if ctx ended.
-			time.Sleep(time.Until(notAfter.Add(warmClockMargin)))
-		}
-		return fmt.Errorf("seckill: committing voucher %d: %w", voucherID, err)
+		return err
 	}
 	z := redis.Z{Score: float64(sale.end.UnixMilli()), Member: voucherID}
 	if err := r.rdb.ZAdd(ctx, r.keys.registry(), z).Err(); err != nil {
 		return fmt.Errorf("seckill: registering voucher %d: %w", voucherID, err)
 	}
 	return nil
+}
+
+// timed runs one of a warm's writes to Redis (a voucher's commit, or a write to one of its
+// buckets), which Redis runs only until notAfter by its own clock (see commit). If the write
+// failed otherwise, it may still run: timed holds the caller, and with it the voucher's row
+// lock, until it no longer can, even if ctx ended.
+func timed[T any](ctx context.Context, rdb redis.UniversalClient, what string, write func(ctx context.Context, notAfter time.Time) (T, error)) (T, error) {
+	notAfter := time.Now().Add(warmCommitTimeout)
+	cctx, cancel := context.WithDeadline(ctx, notAfter)
+	defer cancel()
+	got, err := redisctx.Do(cctx, rdb, func(ctx context.Context) (T, error) { return write(ctx, notAfter) })
+	if err != nil {
+		if !errors.Is(err, lua.ErrCommitTooLate) && !errors.Is(err, lua.ErrSaleNotReady) {
+			time.Sleep(time.Until(notAfter.Add(warmClockMargin)))
+		}
+		return got, fmt.Errorf("seckill: committing %s: %w", what, err)
+	}
+	return got, nil
 }
 
 // settlePersisted settles the stream entries whose order already stands in the database (see

@@ -11,7 +11,6 @@ import (
 
 	"github.com/surgekit/surge/internal/wait"
 	"github.com/surgekit/surge/lua"
-	"github.com/surgekit/surge/redisctx"
 )
 
 // Warming and rebuilding a voucher split into stock buckets (buckets.go). The caller holds the
@@ -73,16 +72,7 @@ func (r *recovery) warmBuckets(ctx context.Context, voucherID int, sale sale, pr
 			return err
 		}
 	}
-	err := r.commitBuckets(ctx, voucherID, refs, sale, full)
-	if errors.Is(err, lua.ErrSaleNotReady) {
-		// A bucket was lost since it was read (a flush, a failover), before any stock moved:
-		// rebuild them all, with their buyers, under the locks still held.
-		full = true
-		if err = r.resetBuckets(ctx, voucherID, refs, queuedMax); err == nil {
-			err = r.commitBuckets(ctx, voucherID, refs, sale, full)
-		}
-	}
-	if err != nil {
+	if err := r.commitBuckets(ctx, voucherID, refs, sale, full); err != nil {
 		return err
 	}
 	r.borrow.forgetEmpty(voucherID)
@@ -227,7 +217,7 @@ func (r *recovery) splitBuckets(ctx context.Context, voucherID int, refs []int, 
 		target := lens[b] + splitStock(avail, b, k) - carry
 		s := sale.script()
 		s.Stock = target
-		q, err := timed(ctx, r, ref, func(ctx context.Context, notAfter time.Time) (int64, error) {
+		q, err := timed(ctx, r.rdb, bucketName(ref), func(ctx context.Context, notAfter time.Time) (int64, error) {
 			_, q, err := lua.WarmCommitQueued(ctx, r.rdb, r.keys.script(ref), s, true, notAfter)
 			return q, err
 		})
@@ -253,7 +243,7 @@ func (r *recovery) topUpBuckets(ctx context.Context, voucherID int, refs []int, 
 		if testHookBeforeBucketCommit != nil {
 			testHookBeforeBucketCommit(b)
 		}
-		n, err := timed(ctx, r, ref, func(ctx context.Context, notAfter time.Time) (int64, error) {
+		n, err := timed(ctx, r.rdb, bucketName(ref), func(ctx context.Context, notAfter time.Time) (int64, error) {
 			stock, queued, err := lua.WarmRefresh(ctx, r.rdb, r.keys.script(ref), sale.script(), notAfter)
 			return stock + queued, err
 		})
@@ -270,7 +260,7 @@ func (r *recovery) topUpBuckets(ctx context.Context, voucherID int, refs []int, 
 	for b, ref := range refs {
 		if add := splitStock(diff, b, len(refs)); add > 0 {
 			// A bucket lost meanwhile takes none: the grab that finds it starts a rebuild.
-			_, err := timed(ctx, r, ref, func(ctx context.Context, notAfter time.Time) (int64, error) {
+			_, err := timed(ctx, r.rdb, bucketName(ref), func(ctx context.Context, notAfter time.Time) (int64, error) {
 				return lua.MoveBucketStock(ctx, r.rdb, r.keys.script(ref), add, notAfter)
 			})
 			if err != nil {
@@ -289,7 +279,7 @@ func (r *recovery) takeStock(ctx context.Context, refs []int, n int64) (int64, e
 			break
 		}
 		want := n
-		moved, err := timed(ctx, r, ref, func(ctx context.Context, notAfter time.Time) (int64, error) {
+		moved, err := timed(ctx, r.rdb, bucketName(ref), func(ctx context.Context, notAfter time.Time) (int64, error) {
 			return lua.MoveBucketStock(ctx, r.rdb, r.keys.script(ref), -want, notAfter)
 		})
 		if err != nil {
@@ -303,19 +293,7 @@ func (r *recovery) takeStock(ctx context.Context, refs []int, n int64) (int64, e
 // testHookBeforeBucketCommit, set by tests only, runs before a warm commits each bucket.
 var testHookBeforeBucketCommit func(bucket int)
 
-// timed runs one of a warm's writes to a bucket, which Redis runs only until notAfter by its
-// clock (see commit): if it failed otherwise, it may still run, and timed waits until it no
-// longer can, holding the voucher's locks.
-func timed[T any](ctx context.Context, r *recovery, ref int, write func(ctx context.Context, notAfter time.Time) (T, error)) (T, error) {
-	notAfter := time.Now().Add(warmCommitTimeout)
-	cctx, cancel := context.WithDeadline(ctx, notAfter)
-	defer cancel()
-	got, err := redisctx.Do(cctx, r.rdb, func(ctx context.Context) (T, error) { return write(ctx, notAfter) })
-	if err != nil {
-		if !errors.Is(err, lua.ErrCommitTooLate) && !errors.Is(err, lua.ErrSaleNotReady) {
-			time.Sleep(time.Until(notAfter.Add(warmClockMargin)))
-		}
-		return got, fmt.Errorf("seckill: committing bucket %d of voucher %d: %w", bucketOf(ref), voucherOf(ref), err)
-	}
-	return got, nil
+// bucketName names a bucket in errors.
+func bucketName(ref int) string {
+	return fmt.Sprintf("bucket %d of voucher %d", bucketOf(ref), voucherOf(ref))
 }
